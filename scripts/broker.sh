@@ -1,0 +1,347 @@
+#!/usr/bin/env bash
+# Local single-node Apache Kafka broker for development and tests.
+#
+#   scripts/broker.sh up        start it (resolving the jars first if needed); waits until ready
+#   scripts/broker.sh down      stop it (TERM, then KILL after 30 s)
+#   scripts/broker.sh status    exit 0 when running and answering, 3 when not
+#   scripts/broker.sh logs [-f] show the tail of the broker log (-f: follow)
+#   scripts/broker.sh reset     wipe the broker's data (topics, offsets, cluster id); only when down
+#
+# The broker runs in KRaft mode (combined broker + controller, node.id 1) on
+# 127.0.0.1 only, straight from the jars Maven resolves for
+# scripts/kafka/pom.xml - no docker, no tarball.
+#
+# Environment:
+#   DRIPSTREAM_KAFKA_HOME             state folder (default: <repo>/.cache/kafka)
+#   DRIPSTREAM_KAFKA_PORT             client (PLAINTEXT) port (default 9092)
+#   DRIPSTREAM_KAFKA_CONTROLLER_PORT  KRaft controller port (default 9093)
+#   DRIPSTREAM_KAFKA_UP_TIMEOUT       seconds `up` waits for readiness (default 90)
+#   KAFKA_HEAP                        broker heap flags (default "-Xmx512m -Xms256m")
+#
+# Layout of the state folder:
+#   libs/            jars (re-resolved when scripts/kafka/pom.xml changes)
+#   server.properties, log4j.properties, tools-log4j.properties   (rewritten by `up`)
+#   cluster.id       KRaft cluster id, generated once
+#   data/            log.dirs (and the KRaft metadata log)
+#   logs/server.log  broker stdout/stderr (previous run kept as server.log.1)
+#   broker.pid       pid of the running broker
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+POM="$REPO_ROOT/scripts/kafka/pom.xml"
+
+KAFKA_HOME_DIR="${DRIPSTREAM_KAFKA_HOME:-$REPO_ROOT/.cache/kafka}"
+PORT="${DRIPSTREAM_KAFKA_PORT:-9092}"
+CONTROLLER_PORT="${DRIPSTREAM_KAFKA_CONTROLLER_PORT:-9093}"
+UP_TIMEOUT="${DRIPSTREAM_KAFKA_UP_TIMEOUT:-90}"
+HEAP="${KAFKA_HEAP:--Xmx512m -Xms256m}"
+HOST=127.0.0.1
+
+LIBS="$KAFKA_HOME_DIR/libs"
+LIBS_STAMP="$LIBS/.pom.sha256"
+DATA="$KAFKA_HOME_DIR/data"
+LOGS="$KAFKA_HOME_DIR/logs"
+LOG_FILE="$LOGS/server.log"
+PID_FILE="$KAFKA_HOME_DIR/broker.pid"
+CLUSTER_ID_FILE="$KAFKA_HOME_DIR/cluster.id"
+SERVER_PROPS="$KAFKA_HOME_DIR/server.properties"
+LOG4J_PROPS="$KAFKA_HOME_DIR/log4j.properties"
+TOOLS_LOG4J_PROPS="$KAFKA_HOME_DIR/tools-log4j.properties"
+
+log() { echo "broker: $*" >&2; }
+die() { echo "broker: error: $*" >&2; exit 1; }
+
+# --- prerequisites -----------------------------------------------------------
+
+require_java() {
+    command -v java >/dev/null 2>&1 \
+        || die "java not found on PATH; install a Java 17+ runtime (e.g. apt-get install openjdk-17-jre-headless)"
+    local version major
+    # First line looks like: openjdk version "17.0.15" 2025-04-15  (or "1.8.0_392" for Java 8)
+    version="$(java -version 2>&1 | awk -F'"' '/version/ {print $2; exit}')"
+    major="${version%%.*}"
+    if [[ "$major" == 1 ]]; then major="$(echo "$version" | cut -d. -f2)"; fi
+    [[ "$major" =~ ^[0-9]+$ ]] || die "could not read the Java version from 'java -version' (got '$version')"
+    (( major >= 17 )) || die "Java 17+ is required, found Java $version at $(command -v java)"
+}
+
+require_mvn() {
+    command -v mvn >/dev/null 2>&1 \
+        || die "mvn (Apache Maven) not found on PATH; it is needed once to fetch the Kafka jars (e.g. apt-get install maven)"
+}
+
+# --- jars ----------------------------------------------------------------------
+
+pom_hash() { sha256sum "$POM" | cut -d' ' -f1; }
+
+# Copy the broker's jars into $LIBS unless they are already there for this
+# exact pom. Resolves into a temporary folder first so an interrupted run never
+# leaves a half-filled libs/ behind.
+ensure_jars() {
+    if [[ -f "$LIBS_STAMP" && "$(cat "$LIBS_STAMP")" == "$(pom_hash)" ]]; then
+        return 0
+    fi
+    require_mvn
+    log "resolving Kafka jars with Maven (first run only) ..."
+    local tmp="$KAFKA_HOME_DIR/libs.tmp.$$"
+    rm -rf "$tmp"
+    mkdir -p "$tmp"
+    # Maven prints everything (errors too) to stdout; keep it for the error case only.
+    local mvn_out
+    if ! mvn_out="$(mvn -q -B -Dstyle.color=never -f "$POM" dependency:copy-dependencies \
+            -DincludeScope=runtime -DoutputDirectory="$tmp" 2>&1)"; then
+        echo "$mvn_out" >&2
+        rm -rf "$tmp"
+        die "mvn could not resolve the jars for $POM (is Maven Central reachable?)"
+    fi
+    pom_hash >"$tmp/.pom.sha256"
+    rm -rf "$LIBS"
+    mv "$tmp" "$LIBS"
+    log "jars ready in $LIBS ($(find "$LIBS" -name '*.jar' | wc -l) jars)"
+}
+
+# Run a Java class from the broker's jars, logging quietly to stderr.
+kafka_java() {
+    java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+        -Dlog4j.configuration="file:$TOOLS_LOG4J_PROPS" \
+        -cp "$LIBS/*" "$@"
+}
+
+# --- configuration -------------------------------------------------------------
+
+write_config() {
+    mkdir -p "$DATA" "$LOGS"
+    cat >"$SERVER_PROPS" <<EOF
+# Generated by scripts/broker.sh - edits are overwritten on every \`up\`.
+
+# KRaft, one process acting as both broker and controller.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@$HOST:$CONTROLLER_PORT
+controller.listener.names=CONTROLLER
+
+listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://$HOST:$PORT
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+
+log.dirs=$DATA
+
+# Single node: every internal topic has exactly one replica.
+num.partitions=1
+default.replication.factor=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+min.insync.replicas=1
+
+# Consumer groups form immediately instead of waiting 3 s for more members.
+group.initial.rebalance.delay.ms=0
+
+# Topics are created explicitly by the project, never by a stray produce/fetch.
+auto.create.topics.enable=false
+
+# Allow records/batches up to 64 MiB (large payloads); followers must be able
+# to fetch what the leader accepts.
+message.max.bytes=67108864
+replica.fetch.max.bytes=67108864
+EOF
+
+    # Broker: everything to stdout, which `up` redirects into logs/server.log.
+    cat >"$LOG4J_PROPS" <<'EOF'
+log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+# Per-request logging is far too chatty for a dev broker.
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.kafka.network.RequestChannel$=WARN
+log4j.logger.state.change.logger=WARN
+log4j.logger.org.apache.kafka.clients=WARN
+EOF
+
+    # Command-line tools: warnings only, to stderr, so their stdout stays clean.
+    cat >"$TOOLS_LOG4J_PROPS" <<'EOF'
+log4j.rootLogger=WARN, stderr
+log4j.appender.stderr=org.apache.log4j.ConsoleAppender
+log4j.appender.stderr.Target=System.err
+log4j.appender.stderr.layout=org.apache.log4j.PatternLayout
+log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
+EOF
+}
+
+# Format the KRaft storage once, with a cluster id generated on first use and
+# kept in cluster.id so the data folder and the id always match.
+ensure_formatted() {
+    if [[ -f "$DATA/meta.properties" ]]; then
+        return 0
+    fi
+    if [[ ! -s "$CLUSTER_ID_FILE" ]]; then
+        kafka_java kafka.tools.StorageTool random-uuid | tr -d '[:space:]' >"$CLUSTER_ID_FILE"
+        [[ -s "$CLUSTER_ID_FILE" ]] || die "could not generate a cluster id"
+    fi
+    log "formatting storage in $DATA (cluster id $(cat "$CLUSTER_ID_FILE"))"
+    kafka_java kafka.tools.StorageTool format --ignore-formatted \
+        -t "$(cat "$CLUSTER_ID_FILE")" -c "$SERVER_PROPS" >&2
+}
+
+# --- process helpers -----------------------------------------------------------
+
+# Prints the recorded pid if that process is alive and really is our broker
+# (guards against a stale pid file whose pid was reused by something else).
+broker_pid() {
+    [[ -f "$PID_FILE" ]] || return 1
+    local pid
+    pid="$(cat "$PID_FILE")"
+    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+    kill -0 "$pid" 2>/dev/null || return 1
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "kafka.Kafka $SERVER_PROPS" || return 1
+    echo "$pid"
+}
+
+port_open() {
+    (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null
+}
+
+# True once the broker answers an ApiVersions request as node 1.
+broker_answers() {
+    kafka_java kafka.admin.BrokerApiVersionsCommand \
+        --bootstrap-server "$HOST:$PORT" 2>/dev/null | grep -q "(id: 1 rack"
+}
+
+log_tail() {
+    if [[ -f "$LOG_FILE" ]]; then
+        echo "----- last 40 lines of $LOG_FILE -----" >&2
+        tail -n 40 "$LOG_FILE" >&2
+        echo "-----" >&2
+    fi
+}
+
+# --- commands ------------------------------------------------------------------
+
+cmd_up() {
+    require_java
+    mkdir -p "$KAFKA_HOME_DIR"
+
+    local pid
+    if pid="$(broker_pid)"; then
+        if port_open "$PORT"; then
+            log "already running (pid $pid, $HOST:$PORT)"
+            return 0
+        fi
+        # Ours, but not listening yet (e.g. an earlier `up` was interrupted): just wait.
+        log "broker (pid $pid) is running but not listening yet; waiting"
+    else
+        rm -f "$PID_FILE"
+        for p in "$PORT" "$CONTROLLER_PORT"; do
+            if port_open "$p"; then
+                die "port $HOST:$p is already in use by another process (not the broker recorded in $PID_FILE)"
+            fi
+        done
+
+        ensure_jars
+        write_config
+        ensure_formatted
+
+        if [[ -f "$LOG_FILE" ]]; then mv -f "$LOG_FILE" "$LOG_FILE.1"; fi
+        log "starting Kafka on $HOST:$PORT (controller $HOST:$CONTROLLER_PORT, state in $KAFKA_HOME_DIR)"
+        # setsid detaches the broker from this shell's session so Ctrl-C on the
+        # caller does not take it down; the inner shell records its own pid and
+        # then exec's java, so the pid file holds the JVM's pid.
+        # shellcheck disable=SC2086  # $HEAP is a list of JVM flags
+        setsid bash -c 'echo $$ >"$0"; exec "$@"' "$PID_FILE" \
+            java $HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
+            -Djava.awt.headless=true \
+            -Dlog4j.configuration="file:$LOG4J_PROPS" \
+            -Dkafka.logs.dir="$LOGS" \
+            -cp "$LIBS/*" kafka.Kafka "$SERVER_PROPS" \
+            </dev/null >"$LOG_FILE" 2>&1 &
+        # Wait for the pid file to appear.
+        for _ in $(seq 50); do [[ -s "$PID_FILE" ]] && break; sleep 0.1; done
+        pid="$(cat "$PID_FILE" 2>/dev/null || true)"
+        [[ -n "$pid" ]] || die "broker did not start (no pid recorded)"
+    fi
+
+    # Readiness: the port must open, then the broker must answer ApiVersions.
+    local deadline=$((SECONDS + UP_TIMEOUT))
+    until port_open "$PORT" && broker_answers; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            log_tail
+            rm -f "$PID_FILE"
+            die "broker process $pid exited during startup (see $LOG_FILE)"
+        fi
+        if (( SECONDS >= deadline )); then
+            log_tail
+            die "broker (pid $pid) not ready on $HOST:$PORT after ${UP_TIMEOUT}s; it is left running - see above, '$0 logs' or '$0 down'"
+        fi
+        sleep 0.5
+    done
+    log "ready: $HOST:$PORT (pid $pid)"
+}
+
+cmd_down() {
+    local pid
+    if ! pid="$(broker_pid)"; then
+        rm -f "$PID_FILE"
+        log "not running"
+        return 0
+    fi
+    log "stopping broker (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 300); do   # 30 s in 0.1 s steps
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        log "still alive after 30 s; sending KILL"
+        kill -KILL "$pid" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    fi
+    rm -f "$PID_FILE"
+    log "stopped"
+}
+
+cmd_status() {
+    local pid
+    if pid="$(broker_pid)"; then
+        if port_open "$PORT"; then
+            echo "running (pid $pid, $HOST:$PORT, state in $KAFKA_HOME_DIR)"
+            return 0
+        fi
+        echo "starting or unresponsive (pid $pid alive, $HOST:$PORT not listening)"
+        return 3
+    fi
+    echo "not running"
+    return 3
+}
+
+cmd_logs() {
+    [[ -f "$LOG_FILE" ]] || die "no log yet at $LOG_FILE"
+    if [[ "${1:-}" == "-f" ]]; then
+        exec tail -n 100 -F "$LOG_FILE"
+    fi
+    tail -n 100 "$LOG_FILE"
+}
+
+cmd_reset() {
+    local pid
+    if pid="$(broker_pid)"; then
+        die "broker is running (pid $pid); run '$0 down' first"
+    fi
+    rm -rf "$DATA" "$CLUSTER_ID_FILE"
+    log "wiped $DATA and the cluster id (jars kept); the next 'up' starts an empty cluster"
+}
+
+usage() {
+    sed -n '2,8s/^# \{0,1\}//p' "$0" >&2
+    exit 2
+}
+
+case "${1:-}" in
+    up) cmd_up ;;
+    down) cmd_down ;;
+    status) cmd_status ;;
+    logs) shift; cmd_logs "$@" ;;
+    reset) cmd_reset ;;
+    *) usage ;;
+esac
