@@ -1,0 +1,1 @@
+"""Processing steps of the dripstream pipeline."""

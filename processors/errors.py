@@ -1,0 +1,55 @@
+"""Typed, classified failures of the CPU stages.
+
+Every failure a page can cause is one of these; the stream turns them into dead letters
+(or fallback records) with ``error_class`` = the class name and ``reason`` = a short code.
+"""
+
+from __future__ import annotations
+
+
+class PageError(Exception):
+    """Base class: a page that cannot be processed, with a stable reason code."""
+
+    reason = "page_error"
+
+
+class EmptyDocument(PageError):
+    reason = "empty_document"
+
+
+class NotHtml(PageError):
+    reason = "not_html"
+
+
+class TooLarge(PageError):
+    reason = "too_large"
+
+
+class TooDeep(PageError):
+    reason = "too_deep"
+
+
+class TooManyElements(PageError):
+    reason = "too_many_elements"
+
+
+class PageTimeout(PageError):
+    reason = "timeout"
+
+
+class NothingSelected(PageError):
+    """The labels selected no block with content: the caller routes to fallback."""
+
+    reason = "nothing_selected"
+
+
+class LabelMismatch(PageError):
+    """The labeller returned a label count that does not match the block count."""
+
+    reason = "label_mismatch"
+
+
+class NotAnnotated(PageError):
+    """The oracle labeller was given a page without annotation marks."""
+
+    reason = "not_annotated"

@@ -1,0 +1,29 @@
+"""The heuristic fallback extractor: trafilatura on the page's HTML, Markdown out."""
+
+from __future__ import annotations
+
+import logging
+
+import trafilatura
+
+from processors.errors import NothingSelected
+
+EXTRACTOR = "fallback:trafilatura"
+
+logging.getLogger("trafilatura").setLevel(logging.ERROR)
+
+
+def fallback_markdown(html: str, url: str | None = None) -> str:
+    """Markdown of the page's main content by trafilatura; raises NothingSelected if empty."""
+    markdown = trafilatura.extract(
+        html,
+        url=url,
+        output_format="markdown",
+        include_tables=True,
+        include_images=False,
+        include_links=False,
+        favor_recall=False,
+    )
+    if not markdown or not markdown.strip():
+        raise NothingSelected("the fallback extractor found no main content")
+    return markdown.strip()

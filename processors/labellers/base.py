@@ -1,0 +1,34 @@
+"""The one small protocol every labeller (CPU or GPU) implements."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from topics.records import SimplifiedPage
+
+
+@dataclass(frozen=True)
+class LabelOutcome:
+    """Labels for one page, or the reason there are none (the page then goes to fallback)."""
+
+    labels: list[str] | None
+    failure: str | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    latency_ms: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.labels is not None
+
+
+class Labeller(Protocol):
+    """``label`` returns exactly one outcome per page, in order; a per-page failure is an
+    outcome with ``failure`` set, never an exception (exceptions mean the labeller itself
+    is broken and the caller retries the batch)."""
+
+    name: str
+
+    def label(self, pages: Sequence[SimplifiedPage]) -> list[LabelOutcome]: ...

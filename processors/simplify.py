@@ -1,0 +1,555 @@
+"""Dual-branch simplification: one walk of the DOM yields both aligned block sequences.
+
+The walk (paper, Appendix I) does, in one pass over a lexbor tree:
+
+1. cleaning: drops non-content subtrees (``SimplifyConfig.remove_tags``, page-level
+   ``header``/``footer``/``aside``, elements whose class/id name them as navigation,
+   hidden elements, comments, empty ``noscript``);
+2. segmentation: block-level elements whose content is all inline become blocks; runs of
+   inline content and loose text between blocks become blocks wrapped in ``<p>``; data
+   tables, content lists, ``pre``, ``math`` and ``figure`` stay whole; layout tables and
+   lists holding sections are recursed into;
+3. two serialisations of every block: the *simplified* one (attributes pruned to class
+   and id, img alt/src, whitespace collapsed, long text truncated, long lists shortened)
+   and the *mapping* one (full text and the attributes that Markdown needs).
+
+Blocks get ids 1..n in document order. The simplified page keeps the class/id-carrying
+containers around the blocks (semantic cues for the labeller) and tags each block's root
+with ``_item_id``, the form the published models read.
+"""
+
+from __future__ import annotations
+
+import html as htmlmod
+import re
+import time
+from dataclasses import dataclass, field
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from processors.errors import PageTimeout, TooDeep, TooLarge, TooManyElements
+
+BLOCK_TAGS = frozenset(
+    [
+        "address",
+        "article",
+        "aside",
+        "blockquote",
+        "body",
+        "center",
+        "dd",
+        "details",
+        "dialog",
+        "div",
+        "dl",
+        "dt",
+        "fieldset",
+        "figcaption",
+        "figure",
+        "footer",
+        "form",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "header",
+        "hgroup",
+        "hr",
+        "html",
+        "li",
+        "main",
+        "menu",
+        "nav",
+        "ol",
+        "p",
+        "pre",
+        "section",
+        "summary",
+        "table",
+        "tbody",
+        "thead",
+        "tfoot",
+        "tr",
+        "td",
+        "th",
+        "caption",
+        "ul",
+        "legend",
+    ]
+)
+# Elements kept whole as one block (lists and tables only when they hold content, see below).
+ATOMIC_TAGS = frozenset(("pre", "math", "figure", "table", "ul", "ol", "dl"))
+HEADING_TAGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
+# Inside these, loose text is still "inline": they never split into blocks themselves.
+_NEVER_EMPTY = frozenset(("img", "br", "hr", "math"))
+_VOID_TAGS = frozenset(
+    [
+        "area",
+        "base",
+        "br",
+        "col",
+        "embed",
+        "hr",
+        "img",
+        "input",
+        "link",
+        "meta",
+        "param",
+        "source",
+        "track",
+        "wbr",
+    ]
+)
+_HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
+_NAME_SPLIT = re.compile(r"[^a-z0-9]+")
+_WHITESPACE = re.compile(r"\s+")
+# Inside a list or a table, these make it a layout container rather than one content unit.
+_LAYOUT_LIST_SELECTOR = "h1, h2, h3, h4, h5, h6, table, article, section, blockquote, pre, form"
+_LAYOUT_TABLE_SELECTOR = "table, div, p, ul, ol, h1, h2, h3, h4, h5, h6, article, section, form"
+_DEADLINE_CHECK_EVERY = 1024
+
+DEFAULT_REMOVE_TAGS = frozenset(
+    [
+        "script",
+        "style",
+        "template",
+        "head",
+        "iframe",
+        "svg",
+        "canvas",
+        "object",
+        "embed",
+        "noembed",
+        "applet",
+        "audio",
+        "video",
+        "source",
+        "track",
+        "map",
+        "area",
+        "link",
+        "meta",
+        "base",
+        "nav",
+        "button",
+        "input",
+        "select",
+        "option",
+        "optgroup",
+        "textarea",
+        "datalist",
+        "dialog",
+        "frameset",
+        "frame",
+    ]
+)
+DEFAULT_NAV_WORDS = frozenset(
+    [
+        "nav",
+        "navbar",
+        "navigation",
+        "menu",
+        "footer",
+        "header",
+        "breadcrumb",
+        "breadcrumbs",
+        "sidebar",
+    ]
+)
+_MAPPING_ATTRS = {
+    "a": ("href", "title"),
+    "img": ("src", "alt", "title"),
+    "td": ("colspan", "rowspan"),
+    "th": ("colspan", "rowspan"),
+    "ol": ("start",),
+    "math": ("alttext", "display"),
+    "annotation": ("encoding",),
+}
+_LAZY_SRC_ATTRS = ("data-src", "data-original", "data-lazy-src", "data-url")
+
+
+@dataclass(frozen=True)
+class SimplifyConfig:
+    """Settings of the simplifier; the defaults follow the paper."""
+
+    remove_tags: frozenset[str] = DEFAULT_REMOVE_TAGS
+    remove_page_regions: bool = True  # header / footer / aside outside <article>/<main>
+    nav_words: frozenset[str] = DEFAULT_NAV_WORDS  # class/id words that mark navigation
+    max_text_chars: int = 200  # per text run in the simplified branch
+    max_list_items: int = 10  # items kept per list in the simplified branch
+    max_input_chars: int = 16 * 1024 * 1024
+    max_depth: int = 256
+    max_elements: int = 400_000
+    timeout_s: float = 10.0
+    # Name of an attribute (e.g. an annotation mark) whose presence on or around a block
+    # is reported in SimplifiedDocument.marked; it is never written to either branch.
+    mark_attr: str | None = None
+
+
+@dataclass
+class SimplifiedDocument:
+    """Result of simplify(): aligned branches, ``simplified_blocks[i]`` <-> ``mapping_blocks[i]``."""
+
+    title: str
+    simplified_html: str
+    simplified_blocks: list[str]
+    mapping_blocks: list[str]
+    marked: list[bool] = field(default_factory=list)
+
+    @property
+    def block_count(self) -> int:
+        return len(self.mapping_blocks)
+
+
+@dataclass
+class _Inline:
+    """A run of inline content, serialised in both branches."""
+
+    simp: list[str]
+    mapp: list[str]
+    text_len: int
+    has_media: bool
+    marked: bool
+
+    def extend(self, other: _Inline) -> None:
+        self.simp.extend(other.simp)
+        self.mapp.extend(other.mapp)
+        self.text_len += other.text_len
+        self.has_media = self.has_media or other.has_media
+        self.marked = self.marked or other.marked
+
+    @property
+    def has_content(self) -> bool:
+        return self.text_len > 0 or self.has_media
+
+
+@dataclass
+class _Block:
+    """One block: the simplified open tag is split so the id can be injected last."""
+
+    simp_head: str  # "<p class=x"
+    simp_tail: str  # ">...</p>"
+    map_head: str
+    map_tail: str
+    marked: bool
+
+
+_Item = _Inline | _Block | str  # str: container markup in the simplified page
+
+
+def _escape_text(text: str) -> str:
+    return htmlmod.escape(text, quote=False)
+
+
+def _attrs_markup(attrs: list[tuple[str, str]]) -> str:
+    return "".join(f' {name}="{htmlmod.escape(value)}"' for name, value in attrs)
+
+
+def _image_src(attributes: dict[str, str | None]) -> str:
+    src = attributes.get("src") or ""
+    if not src or src.startswith("data:"):
+        for name in _LAZY_SRC_ATTRS:
+            candidate = attributes.get(name)
+            if candidate and not candidate.startswith("data:"):
+                return candidate
+        srcset = attributes.get("srcset") or attributes.get("data-srcset")
+        if srcset:
+            return srcset.split(",")[0].strip().split(" ")[0]
+        return ""
+    return src
+
+
+class _Walker:
+    """Single-use state of one simplify() call."""
+
+    def __init__(self, config: SimplifyConfig, body_text_len: int) -> None:
+        self.config = config
+        self.body_text_len = max(body_text_len, 1)
+        self.elements = 0
+        self.deadline = time.monotonic() + config.timeout_s
+        self.mark_attr = config.mark_attr
+
+    # -- cleaning -----------------------------------------------------------------------
+
+    def _removed(
+        self, node: LexborNode, tag: str, attributes: dict[str, str | None], in_article: bool
+    ) -> bool:
+        config = self.config
+        if tag in config.remove_tags:
+            return True
+        if tag == "noscript":
+            return not (node.text(deep=True) or "").strip()
+        if config.remove_page_regions and tag in ("header", "footer", "aside"):
+            return tag != "header" or not in_article
+        if "hidden" in attributes or attributes.get("aria-hidden") == "true":
+            return True
+        style = attributes.get("style")
+        if style and _HIDDEN_STYLE.search(style):
+            return True
+        if attributes.get("type") == "hidden":
+            return True
+        return bool(config.nav_words) and self._named_navigation(node, attributes)
+
+    def _named_navigation(self, node: LexborNode, attributes: dict[str, str | None]) -> bool:
+        """Class/id names navigation, and the element is not where the page's text is."""
+        names = f"{attributes.get('class') or ''} {attributes.get('id') or ''}".lower()
+        if not names.strip():
+            return False
+        if not any(word in self.config.nav_words for word in _NAME_SPLIT.split(names)):
+            return False
+        if node.css_first("h1") is not None:
+            return False
+        return len(node.text(deep=True) or "") < 0.2 * self.body_text_len
+
+    # -- walking ------------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        self.elements += 1
+        if self.elements > self.config.max_elements:
+            raise TooManyElements(f"more than {self.config.max_elements} elements")
+        if self.elements % _DEADLINE_CHECK_EVERY == 0 and time.monotonic() > self.deadline:
+            raise PageTimeout(f"simplification exceeded {self.config.timeout_s:g} s")
+
+    def children(
+        self,
+        node: LexborNode,
+        depth: int,
+        atomic: bool,
+        in_article: bool,
+        in_pre: bool,
+        list_limit: int = 0,
+    ) -> list[_Item]:
+        """Walk the children of ``node``; consecutive inline pieces are merged.
+
+        With ``list_limit``, list items past that count are left out of the simplified
+        branch (the mapping branch keeps them).
+        """
+        items: list[_Item] = []
+        list_items = 0
+        for child in node.iter(include_text=True):
+            tag = child.tag
+            if tag == "-text":
+                piece = self._text(child.text_content or "", in_pre)
+            elif tag == "-comment" or tag is None or tag.startswith("-"):
+                continue
+            else:
+                piece = self.element(child, tag, depth + 1, atomic, in_article, in_pre)
+                if piece is None:
+                    continue
+                if list_limit and tag == "li":
+                    list_items += 1
+                    if list_items > list_limit and isinstance(piece, _Inline):
+                        piece.simp = []
+            if isinstance(piece, list):
+                items.extend(piece)
+            elif isinstance(piece, _Inline) and items and isinstance(items[-1], _Inline):
+                items[-1].extend(piece)
+            else:
+                items.append(piece)
+        return items
+
+    def _text(self, text: str, in_pre: bool) -> _Inline | None:
+        if not text:
+            return None
+        if in_pre:
+            simp = (
+                text
+                if len(text) <= self.config.max_text_chars * 4
+                else text[: self.config.max_text_chars * 4]
+            )
+        else:
+            simp = _WHITESPACE.sub(" ", text)
+            if len(simp) > self.config.max_text_chars:
+                simp = simp[: self.config.max_text_chars]
+        return _Inline([_escape_text(simp)], [_escape_text(text)], len(text.strip()), False, False)
+
+    def element(
+        self, node: LexborNode, tag: str, depth: int, atomic: bool, in_article: bool, in_pre: bool
+    ) -> _Item | list[_Item] | None:
+        self._tick()
+        if depth > self.config.max_depth:
+            raise TooDeep(f"the document nests deeper than {self.config.max_depth} elements")
+        attributes = node.attributes
+        if tag == "script" and (attributes.get("type") or "").startswith("math/tex"):
+            return self._tex_script(node, attributes)
+        if self._removed(node, tag, attributes, in_article):
+            return None
+        marked = self.mark_attr is not None and self.mark_attr in attributes
+        in_article = in_article or tag in ("article", "main")
+        if tag in _VOID_TAGS:
+            return self._void(tag, attributes, marked)
+        starts_atomic = not atomic and tag in ATOMIC_TAGS and self._is_content_unit(node, tag)
+        inner_atomic = atomic or starts_atomic
+        list_limit = self.config.max_list_items if starts_atomic and tag in ("ul", "ol") else 0
+        items = self.children(
+            node, depth, inner_atomic, in_article, in_pre or tag == "pre", list_limit
+        )
+        has_blocks = any(not isinstance(item, _Inline) for item in items)
+        if not has_blocks:
+            inline = self._wrap_inline(tag, attributes, items, marked)
+            if inline is None:
+                return None
+            if starts_atomic or (not atomic and tag in BLOCK_TAGS):
+                return self._make_block(inline)
+            return inline
+        # A container: its inline runs become blocks, its markup stays in the simplified page.
+        out: list[_Item] = []
+        simp_attrs = self._simp_attrs(tag, attributes)
+        if simp_attrs:
+            out.append(f"<{tag}{_attrs_markup(simp_attrs)}>")
+        for item in items:
+            if isinstance(item, _Inline):
+                if item.has_content:
+                    out.append(self._make_block(self._wrap_inline("p", {}, [item], marked)))
+            elif isinstance(item, _Block) and marked:
+                item.marked = True
+                out.append(item)
+            else:
+                out.append(item)
+        if simp_attrs:
+            out.append(f"</{tag}>")
+        return out
+
+    def _is_content_unit(self, node: LexborNode, tag: str) -> bool:
+        """Tables and lists stay whole unless they are page layout."""
+        if tag == "table":
+            role = (node.attributes.get("role") or "").lower()
+            return (
+                role not in ("presentation", "none")
+                and node.css_first(_LAYOUT_TABLE_SELECTOR) is None
+            )
+        if tag in ("ul", "ol", "dl"):
+            return node.css_first(_LAYOUT_LIST_SELECTOR) is None
+        return True
+
+    def _simp_attrs(self, tag: str, attributes: dict[str, str | None]) -> list[tuple[str, str]]:
+        attrs = []
+        for name in ("class", "id"):
+            value = attributes.get(name)
+            if value and value.strip():
+                attrs.append((name, _WHITESPACE.sub(" ", value.strip())))
+        if tag == "img":
+            alt = attributes.get("alt")
+            if alt:
+                attrs.append(("alt", alt))
+            src = _image_src(attributes)
+            if src:
+                attrs.append(("src", src))
+        return attrs
+
+    def _map_attrs(self, tag: str, attributes: dict[str, str | None]) -> list[tuple[str, str]]:
+        attrs = []
+        cls = attributes.get("class")
+        if cls and cls.strip():
+            attrs.append(("class", cls.strip()))
+        for name in _MAPPING_ATTRS.get(tag, ()):
+            value = _image_src(attributes) if name == "src" else attributes.get(name)
+            if value:
+                attrs.append((name, value))
+        return attrs
+
+    def _void(self, tag: str, attributes: dict[str, str | None], marked: bool) -> _Inline | None:
+        if tag == "br":
+            return _Inline(["<br>"], ["<br>"], 0, False, marked)
+        if tag == "hr":
+            return _Inline(["<hr>"], ["<hr>"], 0, False, marked)
+        if tag == "img":
+            simp = f"<img{_attrs_markup(self._simp_attrs(tag, attributes))}>"
+            mapp = f"<img{_attrs_markup(self._map_attrs(tag, attributes))}>"
+            has_media = bool(_image_src(attributes))
+            return _Inline([simp], [mapp], 0, has_media, marked)
+        return None
+
+    def _tex_script(self, node: LexborNode, attributes: dict[str, str | None]) -> _Inline | None:
+        tex = (node.text(deep=True) or "").strip()
+        if not tex:
+            return None
+        fence = "$$" if "mode=display" in (attributes.get("type") or "") else "$"
+        text = _escape_text(f"{fence}{tex}{fence}")
+        return _Inline([text], [text], len(tex), False, False)
+
+    def _wrap_inline(
+        self, tag: str, attributes: dict[str, str | None], items: list[_Item], marked: bool
+    ) -> _Inline | None:
+        inner = items[0] if items else _Inline([], [], 0, tag in _NEVER_EMPTY, False)
+        assert isinstance(inner, _Inline)
+        if not inner.has_content and tag not in _NEVER_EMPTY:
+            return None
+        simp_open = f"<{tag}{_attrs_markup(self._simp_attrs(tag, attributes))}>"
+        map_open = f"<{tag}{_attrs_markup(self._map_attrs(tag, attributes))}>"
+        close = f"</{tag}>"
+        return _Inline(
+            [simp_open, *inner.simp, close],
+            [map_open, *inner.mapp, close],
+            inner.text_len,
+            inner.has_media,
+            inner.marked or marked,
+        )
+
+    @staticmethod
+    def _make_block(inline: _Inline) -> _Block:
+        """Turn a wrapped inline run (first part is the root's open tag) into a block."""
+        simp_open, map_open = inline.simp[0], inline.mapp[0]
+        return _Block(
+            simp_head=simp_open[:-1],
+            simp_tail=">" + "".join(inline.simp[1:]),
+            map_head=map_open[:-1],
+            map_tail=">" + "".join(inline.mapp[1:]),
+            marked=inline.marked,
+        )
+
+
+def _title(tree: LexborHTMLParser) -> str:
+    node = tree.css_first("title")
+    title = node.text(deep=True).strip() if node is not None else ""
+    if not title:
+        node = tree.css_first("h1")
+        title = node.text(deep=True).strip() if node is not None else ""
+    return _WHITESPACE.sub(" ", title)
+
+
+def simplify(html: str, config: SimplifyConfig | None = None) -> SimplifiedDocument:
+    """Simplify decoded HTML into aligned simplified and mapping blocks.
+
+    Raises TooLarge, TooDeep, TooManyElements or PageTimeout; an input without content
+    yields a document with zero blocks (the caller decides what that means).
+    """
+    config = config or SimplifyConfig()
+    if len(html) > config.max_input_chars:
+        raise TooLarge(f"{len(html)} characters, limit {config.max_input_chars}")
+    tree = LexborHTMLParser(html)
+    root = tree.body or tree.root
+    if root is None:
+        return SimplifiedDocument(_title(tree), "", [], [], [])
+    walker = _Walker(config, len(root.text(deep=True) or ""))
+    piece = walker.element(root, root.tag or "body", 0, False, False, False)
+    items = piece if isinstance(piece, list) else [piece] if piece is not None else []
+    simplified_parts: list[str] = []
+    simplified_blocks: list[str] = []
+    mapping_blocks: list[str] = []
+    marked: list[bool] = []
+    for item in items:
+        if isinstance(item, str):
+            simplified_parts.append(item)
+            continue
+        if isinstance(item, _Inline):  # only when the root is not a block-level tag
+            wrapped = walker._wrap_inline("p", {}, [item], item.marked)
+            if wrapped is None:
+                continue
+            item = walker._make_block(wrapped)
+        block = item
+        item_id = f' _item_id="{len(mapping_blocks) + 1}"'
+        simp = block.simp_head + item_id + block.simp_tail
+        simplified_blocks.append(simp)
+        simplified_parts.append(simp)
+        mapping_blocks.append(block.map_head + item_id + block.map_tail)
+        marked.append(block.marked)
+    return SimplifiedDocument(
+        title=_title(tree),
+        simplified_html="".join(simplified_parts),
+        simplified_blocks=simplified_blocks,
+        mapping_blocks=mapping_blocks,
+        marked=marked,
+    )

@@ -1,0 +1,1 @@
+"""The contract between stages: record types, codecs and topic definitions."""
