@@ -19,7 +19,54 @@ _BLANK_LINES = re.compile(r"\n{3,}")
 _INLINE_ESCAPE = re.compile(r"([\\`*])")
 _LANGUAGE_CLASS = re.compile(r"(?:^|\s)(?:language|lang)-([\w+#.-]+)")
 _BLOCK_TAGS = frozenset(
-    ["address", "article", "aside", "blockquote", "body", "center", "dd", "details", "dialog", "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hgroup", "hr", "li", "main", "menu", "nav", "ol", "p", "pre", "section", "summary", "table", "tbody", "thead", "tfoot", "tr", "td", "th", "caption", "ul", "legend", "html"]
+    [
+        "address",
+        "article",
+        "aside",
+        "blockquote",
+        "body",
+        "center",
+        "dd",
+        "details",
+        "dialog",
+        "div",
+        "dl",
+        "dt",
+        "fieldset",
+        "figcaption",
+        "figure",
+        "footer",
+        "form",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "header",
+        "hgroup",
+        "hr",
+        "li",
+        "main",
+        "menu",
+        "nav",
+        "ol",
+        "p",
+        "pre",
+        "section",
+        "summary",
+        "table",
+        "tbody",
+        "thead",
+        "tfoot",
+        "tr",
+        "td",
+        "th",
+        "caption",
+        "ul",
+        "legend",
+        "html",
+    ]
 )
 _STRONG = frozenset(("strong", "b"))
 _EMPHASIS = frozenset(("em", "i", "cite", "dfn"))
@@ -67,7 +114,9 @@ class _Converter:
                 run.append(_text(child.text_content or ""))
             elif tag is None or tag.startswith("-") or tag in _SKIP:
                 continue
-            elif tag in _BLOCK_TAGS or (tag == "math" and child.attributes.get("display") == "block"):
+            elif tag in _BLOCK_TAGS or (
+                tag == "math" and child.attributes.get("display") == "block"
+            ):
                 flush()
                 out.extend(self.block(child, tag))
             else:
@@ -226,7 +275,8 @@ class _Converter:
             text = inner.strip()
             if not text or not href:
                 return inner
-            return f"{_lead(inner)}[{text}]({href.replace(' ', '%20').replace(')', '%29')}){_trail(inner)}"
+            target = href.replace(" ", "%20").replace(")", "%29")
+            return f"{_lead(inner)}[{text}]({target}){_trail(inner)}"
         for tags, mark in ((_STRONG, "**"), (_EMPHASIS, "*"), (_STRIKE, "~~")):
             if tag in tags:
                 text = inner.strip()

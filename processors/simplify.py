@@ -190,7 +190,7 @@ class SimplifyConfig:
 
 @dataclass
 class SimplifiedDocument:
-    """Result of simplify(): aligned branches, ``simplified_blocks[i]`` <-> ``mapping_blocks[i]``."""
+    """Result of simplify(): ``simplified_blocks[i]`` and ``mapping_blocks[i]`` align."""
 
     title: str
     simplified_html: str

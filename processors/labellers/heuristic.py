@@ -22,10 +22,80 @@ from topics.records import MAIN, OTHER, SimplifiedPage
 
 _WORDS = re.compile(r"[a-z]+")
 _NEGATIVE = frozenset(
-    ["comment", "comments", "sidebar", "widget", "share", "sharing", "social", "related", "promo", "ad", "ads", "advert", "advertisement", "banner", "menu", "breadcrumb", "breadcrumbs", "cookie", "cookies", "subscribe", "newsletter", "footer", "header", "nav", "navbar", "navigation", "popup", "modal", "login", "signup", "signin", "tags", "tag", "copyright", "disclaimer", "recommended", "recommend", "trending", "popular", "outbrain", "taboola", "sponsor", "sponsored", "byline", "author", "meta", "toolbar", "pagination", "pager", "caption", "credit", "teaser"]
+    [
+        "comment",
+        "comments",
+        "sidebar",
+        "widget",
+        "share",
+        "sharing",
+        "social",
+        "related",
+        "promo",
+        "ad",
+        "ads",
+        "advert",
+        "advertisement",
+        "banner",
+        "menu",
+        "breadcrumb",
+        "breadcrumbs",
+        "cookie",
+        "cookies",
+        "subscribe",
+        "newsletter",
+        "footer",
+        "header",
+        "nav",
+        "navbar",
+        "navigation",
+        "popup",
+        "modal",
+        "login",
+        "signup",
+        "signin",
+        "tags",
+        "tag",
+        "copyright",
+        "disclaimer",
+        "recommended",
+        "recommend",
+        "trending",
+        "popular",
+        "outbrain",
+        "taboola",
+        "sponsor",
+        "sponsored",
+        "byline",
+        "author",
+        "meta",
+        "toolbar",
+        "pagination",
+        "pager",
+        "caption",
+        "credit",
+        "teaser",
+    ]
 )
 _POSITIVE = frozenset(
-    ["article", "content", "post", "entry", "story", "body", "main", "text", "prose", "blog", "news", "paragraph", "articlebody", "storybody", "richtext", "markdown"]
+    [
+        "article",
+        "content",
+        "post",
+        "entry",
+        "story",
+        "body",
+        "main",
+        "text",
+        "prose",
+        "blog",
+        "news",
+        "paragraph",
+        "articlebody",
+        "storybody",
+        "richtext",
+        "markdown",
+    ]
 )
 _HEADINGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
 _MIN_SCORING_CHARS = 40
@@ -147,7 +217,9 @@ def label_blocks(page: SimplifiedPage) -> list[str]:
         elif region is None:
             if block.weight > 0 or block.tag in _HEADINGS:
                 labels[index] = MAIN
-        elif (block.weight >= 150 and block.link_density < 0.2 and not block.negative_ancestors) or (
+        elif (
+            block.weight >= 150 and block.link_density < 0.2 and not block.negative_ancestors
+        ) or (
             block.tag in _HEADINGS
             and first_in_region is not None
             and 0 < first_in_region - index <= 3
