@@ -8,6 +8,7 @@ charset>`` / ``http-equiv`` in the first 4 KiB, then statistical detection
 from __future__ import annotations
 
 import codecs
+import json
 import re
 
 from charset_normalizer import from_bytes
@@ -103,11 +104,18 @@ def check_html(data: bytes, text: str, content_type: str | None = None) -> None:
     controls = sum(1 for ch in sample if ch < "\x09" or "\x0e" <= ch < "\x20")
     if controls > len(sample) * 0.05 or sample.count("\ufffd") > len(sample) * 0.25:
         raise NotHtml("the payload looks like binary data")
-    stripped = sample.lstrip()
-    if stripped[:1] in ("{", "[") and not _HTML_SIGNS.search(text[:65536]):
-        raise NotHtml("the payload looks like JSON, not HTML")
+    if sample.lstrip()[:1] in ("{", "[") and _is_json(text):
+        raise NotHtml("the payload is JSON, not HTML")
     if not _HTML_SIGNS.search(text[:262144]):
         raise NotHtml("no HTML markup found in the payload")
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _is_html_content_type(content_type: str) -> bool:

@@ -80,7 +80,7 @@ BLOCK_TAGS = frozenset(
     ]
 )
 # Elements kept whole as one block (lists and tables only when they hold content, see below).
-ATOMIC_TAGS = frozenset(("pre", "math", "figure", "table", "ul", "ol", "dl"))
+ATOMIC_TAGS = frozenset(("pre", "figure", "table", "ul", "ol", "dl"))
 HEADING_TAGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
 # Inside these, loose text is still "inline": they never split into blocks themselves.
 _NEVER_EMPTY = frozenset(("img", "br", "hr", "math"))
@@ -107,8 +107,20 @@ _NAME_SPLIT = re.compile(r"[^a-z0-9]+")
 _WHITESPACE = re.compile(r"\s+")
 # Inside a list or a table, these make it a layout container rather than one content unit.
 _LAYOUT_LIST_SELECTOR = "h1, h2, h3, h4, h5, h6, table, article, section, blockquote, pre, form"
-_LAYOUT_TABLE_SELECTOR = "table, div, p, ul, ol, h1, h2, h3, h4, h5, h6, article, section, form"
+_LAYOUT_TABLE_SELECTOR = "div, p, ul, ol, h1, h2, h3, h4, h5, h6, article, section, form"
 _DEADLINE_CHECK_EVERY = 1024
+# Pre-parse nesting check: lexbor's tree building slows down sharply past a few thousand
+# open elements, so a hostile page is refused before it is parsed. Elements whose end tag
+# is optional are not counted (they close implicitly), void elements never nest.
+_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9-]*)")
+_NOT_NESTING = frozenset(
+    "p li dt dd tr td th option optgroup thead tbody tfoot colgroup rb rt rtc rp caption "
+    "area base br col embed hr img input link meta param source track wbr".split()
+)
+PARSE_DEPTH_LIMIT = 4096
+# Layout-table containers stay in the simplified page even without class/id: cells outside
+# a table would be dropped by any HTML parser that reads the page again.
+_TABLE_STRUCTURE = frozenset(("table", "thead", "tbody", "tfoot", "tr"))
 
 DEFAULT_REMOVE_TAGS = frozenset(
     [
@@ -381,7 +393,7 @@ class _Walker:
         if tag in _VOID_TAGS:
             return self._void(tag, attributes, marked)
         starts_atomic = not atomic and tag in ATOMIC_TAGS and self._is_content_unit(node, tag)
-        inner_atomic = atomic or starts_atomic
+        inner_atomic = atomic or starts_atomic or tag == "math"
         list_limit = self.config.max_list_items if starts_atomic and tag in ("ul", "ol") else 0
         items = self.children(
             node, depth, inner_atomic, in_article, in_pre or tag == "pre", list_limit
@@ -397,7 +409,8 @@ class _Walker:
         # A container: its inline runs become blocks, its markup stays in the simplified page.
         out: list[_Item] = []
         simp_attrs = self._simp_attrs(tag, attributes)
-        if simp_attrs:
+        keep_markup = bool(simp_attrs) or tag in _TABLE_STRUCTURE
+        if keep_markup:
             out.append(f"<{tag}{_attrs_markup(simp_attrs)}>")
         for item in items:
             if isinstance(item, _Inline):
@@ -408,7 +421,7 @@ class _Walker:
                 out.append(item)
             else:
                 out.append(item)
-        if simp_attrs:
+        if keep_markup:
             out.append(f"</{tag}>")
         return out
 
@@ -419,6 +432,7 @@ class _Walker:
             return (
                 role not in ("presentation", "none")
                 and node.css_first(_LAYOUT_TABLE_SELECTOR) is None
+                and len(node.css("table")) == 1  # css() matches the node itself too
             )
         if tag in ("ul", "ol", "dl"):
             return node.css_first(_LAYOUT_LIST_SELECTOR) is None
@@ -510,6 +524,21 @@ def _title(tree: LexborHTMLParser) -> str:
     return _WHITESPACE.sub(" ", title)
 
 
+def _check_nesting(html: str) -> None:
+    """Refuse markup that opens more than PARSE_DEPTH_LIMIT elements without closing them."""
+    depth = 0
+    for match in _TAG.finditer(html):
+        name = match.group(2).lower()
+        if name in _NOT_NESTING:
+            continue
+        if match.group(1):
+            depth = max(depth - 1, 0)
+        else:
+            depth += 1
+            if depth > PARSE_DEPTH_LIMIT:
+                raise TooDeep(f"the markup opens more than {PARSE_DEPTH_LIMIT} nested elements")
+
+
 def simplify(html: str, config: SimplifyConfig | None = None) -> SimplifiedDocument:
     """Simplify decoded HTML into aligned simplified and mapping blocks.
 
@@ -519,6 +548,7 @@ def simplify(html: str, config: SimplifyConfig | None = None) -> SimplifiedDocum
     config = config or SimplifyConfig()
     if len(html) > config.max_input_chars:
         raise TooLarge(f"{len(html)} characters, limit {config.max_input_chars}")
+    _check_nesting(html)
     tree = LexborHTMLParser(html)
     root = tree.body or tree.root
     if root is None:

@@ -1,0 +1,45 @@
+# dripstream: every target does its own set-up on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DATA ?= ../shared/data
+
+.PHONY: setup test lint demo eval bench clean broker-up broker-down
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+# The main job: extract the bundled sample pages and the dev sets, then score them.
+demo: $(STAMP)
+	$(BIN)/dripstream extract --jsonl samples/pages.jsonl --out out/samples.jsonl
+	$(BIN)/python -c "import json; [print('#', r['id'], r['status'], r.get('extractor'), '\n' + (r.get('markdown') or r.get('message') or '')[:600] + '\n') for r in map(json.loads, open('out/samples.jsonl'))]"
+	@if [ -d $(DATA) ]; then \
+	  $(BIN)/dripstream eval $(DATA)/webmainbench_sample.jsonl --labeller oracle --quiet | tail -4; \
+	  $(BIN)/dripstream eval $(DATA)/articles_dev.jsonl --labeller heuristic --quiet | tail -2; \
+	fi
+
+bench: $(STAMP)
+	bash benchmarks/run_all.sh
+
+broker-up:
+	bash scripts/broker.sh up
+
+broker-down:
+	bash scripts/broker.sh down
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Model inference for the label stage (vLLM); see the GPU worker issue."""

@@ -1,0 +1,1 @@
+"""Wiring only: the command line, and (with the stream stages) the Kafka agents."""
