@@ -118,9 +118,10 @@ _NOT_NESTING = frozenset(
     "area base br col embed hr img input link meta param source track wbr".split()
 )
 PARSE_DEPTH_LIMIT = 4096
-# Layout-table containers stay in the simplified page even without class/id: cells outside
-# a table would be dropped by any HTML parser that reads the page again.
-_TABLE_STRUCTURE = frozenset(("table", "thead", "tbody", "tfoot", "tr"))
+# Containers kept in the simplified page even without class/id: layout-table structure
+# (cells outside a table would be dropped by any parser that reads the page again) and
+# the semantic content containers (a strong cue for the labeller, at a few tokens).
+_KEPT_CONTAINERS = frozenset(("table", "thead", "tbody", "tfoot", "tr", "article", "main"))
 
 DEFAULT_REMOVE_TAGS = frozenset(
     [
@@ -409,7 +410,7 @@ class _Walker:
         # A container: its inline runs become blocks, its markup stays in the simplified page.
         out: list[_Item] = []
         simp_attrs = self._simp_attrs(tag, attributes)
-        keep_markup = bool(simp_attrs) or tag in _TABLE_STRUCTURE
+        keep_markup = bool(simp_attrs) or tag in _KEPT_CONTAINERS
         if keep_markup:
             out.append(f"<{tag}{_attrs_markup(simp_attrs)}>")
         for item in items:

@@ -107,7 +107,10 @@ def _extract_jsonl(args: argparse.Namespace, labeller: Labeller, settings: Pipel
             ]
             for row, outcome in zip(batch, extract_pages(raws, labeller, settings), strict=True):
                 counts[outcome.status] = counts.get(outcome.status, 0) + 1
-                line = {**_outcome_json(outcome), "id": row.get("id"), "url": row.get("url")}
+                line = _outcome_json(outcome)
+                if outcome.record is not None:
+                    line["page_id"] = outcome.record.id
+                line.update(id=row.get("id"), url=row.get("url"))
                 out.write(json.dumps(line, ensure_ascii=False) + "\n")
             bar.update(len(batch))
     print(

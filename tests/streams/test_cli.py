@@ -1,0 +1,96 @@
+"""The dripstream command line, run in-process through its entry point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from streams.cli import main
+
+ARTICLE = """<html><head><title>Night trains</title></head><body>
+<nav><a href="/">Home</a> <a href="/about">About</a></nav>
+<article><h1>Night trains are back</h1>
+<p>Sleeper services returned to six routes this winter, and most of the cabins sold out within
+days of going on sale, which surprised even the operators who had planned the timetable.</p>
+<p>Travellers cite the comfort of boarding in the evening and waking up in another country,
+without the airport queues that make short flights feel much longer than they are.</p>
+<p>See the <a href="/routes">route map</a> for departures.</p></article>
+<footer>© Rail Weekly</footer></body></html>"""
+
+
+@pytest.fixture
+def article_file(tmp_path: Path) -> Path:
+    path = tmp_path / "article.html"
+    path.write_text(ARTICLE, encoding="utf-8")
+    return path
+
+
+def test_extract_prints_markdown_of_the_main_content(article_file: Path, capsys) -> None:
+    assert main(["extract", str(article_file), "--url", "https://rail.example/n/1"]) == 0
+    out = capsys.readouterr().out
+    assert "# Night trains are back" in out
+    assert "[route map](https://rail.example/routes)" in out
+    assert "Home" not in out and "Rail Weekly" not in out
+
+
+def test_extract_json_gives_the_record_fields(article_file: Path, capsys) -> None:
+    assert main(["extract", str(article_file), "--format", "json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["status"] == "ok"
+    assert record["extractor"] == "dripper:heuristic"
+    assert record["title"] == "Night trains"
+    assert record["main_block_count"] >= 3
+    assert len(record["id"]) == 32
+
+
+def test_extract_reports_unusable_input_with_its_class(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "doc.pdf"
+    path.write_bytes(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj")
+    assert main(["extract", str(path)]) == 2
+    assert "error: NotHtml" in capsys.readouterr().err
+
+
+def test_extract_jsonl_writes_one_line_per_input_line(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    lines = [
+        {"id": "a", "url": "https://rail.example/a", "html": ARTICLE},
+        {"id": "b", "url": "https://rail.example/b", "html": ""},
+        {"id": "c", "url": "https://rail.example/c", "html": '{"not": "html"}'},
+    ]
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    target = tmp_path / "out.jsonl"
+    assert main(["extract", "--jsonl", str(source), "--out", str(target), "--quiet"]) == 0
+    results = [json.loads(line) for line in target.read_text(encoding="utf-8").splitlines()]
+    assert [r["id"] for r in results] == ["a", "b", "c"]
+    assert [r["status"] for r in results] == ["ok", "error", "error"]
+    assert [r.get("error_class") for r in results[1:]] == ["EmptyDocument", "NotHtml"]
+    assert "Night trains are back" in results[0]["markdown"]
+
+
+def test_simplify_shows_blocks_and_token_counts(article_file: Path, capsys) -> None:
+    assert main(["simplify", str(article_file)]) == 0
+    captured = capsys.readouterr()
+    assert '_item_id="1"' in captured.out
+    assert "<nav" not in captured.out
+    assert "blocks: " in captured.err and "estimate:utf8-bytes/4" in captured.err
+
+
+def test_eval_json_has_the_documented_shape(data_dir: Path, capsys) -> None:
+    dataset = data_dir / "webmainbench_sample.jsonl"
+    assert main(["eval", str(dataset), "--labeller", "oracle", "--json", "--quiet"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report) >= {"mean_f1", "mean_precision", "mean_recall", "pages"}
+    assert len(report["pages"]) == 9
+    page = report["pages"][0]
+    assert set(page) >= {"id", "subset", "f1", "precision", "recall", "extractor"}
+    assert {p["subset"] for p in report["pages"]} == {"real", "synthetic"}
+    real = [p["f1"] for p in report["pages"] if p["subset"] == "real"]
+    # Simplification + reconstruction lose almost nothing on the real annotated pages.
+    assert sum(real) / len(real) >= 0.95
+
+
+def test_unknown_labeller_is_refused(article_file: Path) -> None:
+    with pytest.raises(SystemExit):
+        main(["extract", str(article_file), "--labeller", "gpt"])
