@@ -27,6 +27,8 @@ print(f"  peak RSS ours {ours['peak_rss_mib']:.0f} MiB; tracemalloc/page {ours['
 print(f"  tokens {ours['tokens']}")
 PY
 
+$PY benchmarks/parsers.py --data "$DATA/articles_dev.jsonl"
+
 for file in webmainbench_sample articles_dev publishers_dev; do
   for labeller in oracle heuristic fallback; do
     if [ "$labeller" = oracle ] && [ "$file" != webmainbench_sample ]; then continue; fi
