@@ -43,6 +43,11 @@ _BINARY_MAGIC = (
     (b"wOFF", "web font"),
 )
 _SNIFF_BYTES = 4096
+# charset-normalizer often ranks a Central European or Baltic code page first for Western
+# text in windows-1252 (a short French page comes out as cp1257, English with curly quotes
+# as cp1250). When it cannot tell windows-1252 apart from its best guess (chaos within
+# this margin, coherence no lower), take windows-1252, the web's default legacy charset.
+_CP1252_CHAOS_MARGIN = 0.05
 
 
 def _normalise_codec(name: str | None) -> str | None:
@@ -61,7 +66,10 @@ def _normalise_codec(name: str | None) -> str | None:
 def detect_charset(data: bytes, hint: str | None = None) -> tuple[str, str]:
     """Return (codec name, how it was found): hint, bom, meta or detected."""
     codec = _normalise_codec(hint)
-    if codec:
+    # A utf-16/utf-32 hint over bytes without a single NUL is a lie (markup in either
+    # encoding always has NUL bytes): ignore it, like a meta that claims utf-16.
+    wide = codec is not None and codec.startswith(("utf-16", "utf-32"))
+    if codec and not (wide and b"\x00" not in data[:_SNIFF_BYTES]):
         return codec, "hint"
     for bom, name in _BOMS:
         if data.startswith(bom):
@@ -77,8 +85,16 @@ def detect_charset(data: bytes, hint: str | None = None) -> tuple[str, str]:
         return "utf-8", "detected"
     except UnicodeDecodeError:
         pass
-    best = from_bytes(data[:65536]).best()
+    matches = from_bytes(data[:65536])
+    best = matches.best()
     if best is not None and best.encoding:
+        for candidate in matches:
+            if (
+                candidate.encoding == "cp1252"
+                and candidate.chaos <= best.chaos + _CP1252_CHAOS_MARGIN
+                and candidate.coherence >= best.coherence
+            ):
+                return "cp1252", "detected"
         return _normalise_codec(best.encoding) or "utf-8", "detected"
     return "utf-8", "default"
 

@@ -256,8 +256,11 @@ class _Converter:
             return "\n"
         if tag == "img":
             src = self.url(node.attributes.get("src"))
+            # Brackets in the alt text would end or split the image syntax.
             alt = _WHITESPACE.sub(" ", node.attributes.get("alt") or "").strip()
-            return f"![{alt.replace(']', '')}]({src})" if src else ""
+            alt = alt.replace("[", "").replace("]", "")
+            target = src.replace(" ", "%20").replace(")", "%29")
+            return f"![{alt}]({target})" if src else ""
         if tag == "math":
             tex = _math_tex(node)
             return f"${tex}$" if tex else ""

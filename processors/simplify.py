@@ -119,9 +119,11 @@ _NOT_NESTING = frozenset(
 )
 PARSE_DEPTH_LIMIT = 4096
 # Containers kept in the simplified page even without class/id: layout-table structure
-# (cells outside a table would be dropped by any parser that reads the page again) and
-# the semantic content containers (a strong cue for the labeller, at a few tokens).
-_KEPT_CONTAINERS = frozenset(("table", "thead", "tbody", "tfoot", "tr", "article", "main"))
+# (so a parser reading the page again keeps every block in its cell, in order) and the
+# semantic content containers (a strong cue for the labeller, at a few tokens).
+_KEPT_CONTAINERS = frozenset(
+    ("table", "thead", "tbody", "tfoot", "tr", "td", "th", "article", "main")
+)
 
 DEFAULT_REMOVE_TAGS = frozenset(
     [

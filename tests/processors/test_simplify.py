@@ -1,0 +1,322 @@
+"""Dual-branch simplification: alignment, cleaning, pruning, segmentation, limits."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from selectolax.lexbor import LexborHTMLParser
+
+from processors.simplify import SimplifiedDocument, SimplifyConfig, simplify
+
+_ITEM_ID = re.compile(r'_item_id="(\d+)"')
+
+
+def _ids(html: str) -> list[int]:
+    return [int(value) for value in _ITEM_ID.findall(html)]
+
+
+def assert_aligned(document: SimplifiedDocument) -> None:
+    """Both branches have n blocks, block i carries id i, and the page re-parses to n ids."""
+    n = document.block_count
+    assert len(document.simplified_blocks) == n
+    assert len(document.marked) == n
+    expected = list(range(1, n + 1))
+    assert [_ids(block)[0] for block in document.simplified_blocks] == expected
+    assert [_ids(block)[0] for block in document.mapping_blocks] == expected
+    assert _ids(document.simplified_html) == expected
+    reparsed = LexborHTMLParser(document.simplified_html).css("[_item_id]")
+    assert [int(node.attributes["_item_id"] or 0) for node in reparsed] == expected
+
+
+def _text_of(block: str) -> str:
+    node = LexborHTMLParser(block).body
+    assert node is not None
+    return " ".join((node.text(deep=True) or "").split())
+
+
+ARTICLE_PAGE = """<!DOCTYPE html><html><head><title>The  page
+title</title><script>var tracking = 1;</script><style>p { color: red }</style></head>
+<body>
+<header class="site-header"><a href="/">Site logo text</a></header>
+<nav><a href="/a">Home</a><a href="/b">About</a></nav>
+<article class="post">
+  <header><h1 id="top">Article heading</h1></header>
+  <p class="lead intro" data-track="x" style="margin: 0" onclick="go()">First paragraph with
+     a <a href="/more" class="link" rel="nofollow" target="_blank">link</a> inside.</p>
+  <div hidden>hidden by attribute</div>
+  <div aria-hidden="true">hidden by aria</div>
+  <div style="color: red; display : none">hidden by style</div>
+  <p>Second paragraph.</p>
+  <script>document.write("script text")</script>
+</article>
+<footer>Copyright footer text</footer>
+</body></html>"""
+
+
+@pytest.fixture(scope="module")
+def article() -> SimplifiedDocument:
+    return simplify(ARTICLE_PAGE)
+
+
+def test_branches_are_aligned_with_consecutive_ids(article: SimplifiedDocument) -> None:
+    assert article.block_count == 3
+    assert_aligned(article)
+
+
+def test_blocks_follow_document_order(article: SimplifiedDocument) -> None:
+    assert [_text_of(block) for block in article.mapping_blocks] == [
+        "Article heading",
+        "First paragraph with a link inside.",
+        "Second paragraph.",
+    ]
+
+
+def test_title_is_read_and_whitespace_collapsed(article: SimplifiedDocument) -> None:
+    assert article.title == "The page title"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "tracking",
+        "color: red",
+        "script text",
+        "Home",
+        "About",
+        "hidden by attribute",
+        "hidden by aria",
+        "hidden by style",
+        "Site logo text",
+        "Copyright footer text",
+    ],
+)
+def test_non_content_is_removed_from_both_branches(article: SimplifiedDocument, text: str) -> None:
+    assert text not in article.simplified_html
+    assert all(text not in block for block in article.mapping_blocks)
+
+
+def test_header_inside_article_is_kept(article: SimplifiedDocument) -> None:
+    assert "Article heading" in article.mapping_blocks[0]
+
+
+def test_simplified_attributes_are_pruned_to_class_and_id(article: SimplifiedDocument) -> None:
+    simplified = article.simplified_html
+    for attribute in ("data-track", "style=", "onclick", "rel=", "target=", "href="):
+        assert attribute not in simplified
+    assert 'class="lead intro"' in simplified
+    assert 'id="top"' in simplified
+    assert 'class="link"' in simplified
+
+
+def test_mapping_keeps_href_and_drops_noise(article: SimplifiedDocument) -> None:
+    paragraph = article.mapping_blocks[1]
+    assert 'href="/more"' in paragraph
+    for attribute in ("data-track", "style=", "onclick", "rel=", "target="):
+        assert attribute not in paragraph
+
+
+def test_named_navigation_is_removed() -> None:
+    page = (
+        "<body><div class='main-navbar'><a href='/x'>Products</a></div>"
+        "<div id='breadcrumbs'>Home / Shop</div>"
+        "<p>" + "Real content sentence. " * 20 + "</p></body>"
+    )
+    document = simplify(page)
+    assert "Products" not in document.simplified_html
+    assert "Home / Shop" not in document.simplified_html
+    assert document.block_count == 1
+
+
+def test_simplified_whitespace_is_collapsed_but_mapping_keeps_it() -> None:
+    document = simplify("<p>one   two\n\n   three</p>")
+    assert "one two three" in document.simplified_blocks[0]
+    assert "one   two\n\n   three" in document.mapping_blocks[0]
+
+
+# -- images -----------------------------------------------------------------------------------
+
+
+def test_img_keeps_alt_and_src_only() -> None:
+    document = simplify(
+        '<p>See <img src="/a.png" alt="A chart" width="10" class="pic" loading="lazy"> here</p>'
+    )
+    simplified = document.simplified_blocks[0]
+    assert re.search(r'<img class="pic" alt="A chart" src="/a.png">', simplified)
+    assert "width" not in simplified and "loading" not in simplified
+    assert 'src="/a.png"' in document.mapping_blocks[0]
+    assert 'alt="A chart"' in document.mapping_blocks[0]
+
+
+def test_data_uri_src_is_dropped() -> None:
+    document = simplify('<p>Text <img src="data:image/png;base64,AAAA" alt="pixel"></p>')
+    assert "data:" not in document.simplified_html
+    assert "data:" not in document.mapping_blocks[0]
+    assert 'alt="pixel"' in document.simplified_html
+
+
+def test_lazy_data_src_is_used_for_src() -> None:
+    document = simplify(
+        '<p>Text <img src="data:image/gif;base64,R0lG" data-src="/real.jpg" alt="x"></p>'
+    )
+    assert 'src="/real.jpg"' in document.simplified_blocks[0]
+    assert 'src="/real.jpg"' in document.mapping_blocks[0]
+    assert "data-src" not in document.simplified_html
+    assert "data:" not in document.mapping_blocks[0]
+
+
+def test_image_alone_is_a_block() -> None:
+    document = simplify('<div><img src="/photo.jpg"></div>')
+    assert document.block_count == 1
+    assert 'src="/photo.jpg"' in document.mapping_blocks[0]
+
+
+# -- truncation and lists -------------------------------------------------------------------
+
+
+def test_long_text_is_truncated_in_simplified_only() -> None:
+    text = " ".join(f"word{i}" for i in range(300))
+    document = simplify(f"<p>{text}</p>", SimplifyConfig(max_text_chars=200))
+    simplified_text = _text_of(document.simplified_blocks[0])
+    assert len(simplified_text) <= 200
+    assert text.startswith(simplified_text)
+    assert "word299" not in document.simplified_html
+    assert _text_of(document.mapping_blocks[0]) == text
+
+
+def test_long_list_is_shortened_in_simplified_only() -> None:
+    items = "".join(f"<li>entry number {i}</li>" for i in range(30))
+    document = simplify(f"<ul>{items}</ul>", SimplifyConfig(max_list_items=10))
+    assert document.block_count == 1
+    assert document.simplified_blocks[0].count("<li>") == 10
+    assert "entry number 9" in document.simplified_blocks[0]
+    assert "entry number 10" not in document.simplified_blocks[0]
+    assert document.mapping_blocks[0].count("<li>") == 30
+    assert "entry number 29" in document.mapping_blocks[0]
+
+
+def test_list_of_sections_is_recursed_into() -> None:
+    page = "<ul><li><h2>One</h2><p>first</p></li><li><h2>Two</h2><p>second</p></li></ul>"
+    document = simplify(page)
+    assert document.block_count == 4
+    assert_aligned(document)
+
+
+# -- tables -----------------------------------------------------------------------------------
+
+
+def test_data_table_is_one_whole_block() -> None:
+    rows = "".join(f"<tr><td>r{i}</td><td>{i * i}</td></tr>" for i in range(20))
+    page = f"<p>Intro</p><table><tr><th>Name</th><th>Square</th></tr>{rows}</table><p>End</p>"
+    document = simplify(page)
+    assert document.block_count == 3
+    table = document.mapping_blocks[1]
+    assert table.startswith("<table")
+    assert table.count("<tr>") == 21
+    assert "r19" in table and "<th>Square</th>" in table
+    assert_aligned(document)
+
+
+def test_layout_table_is_recursed_into_and_reparses_to_all_blocks() -> None:
+    page = (
+        "<body><table><tr>"
+        "<td><div class='left-col'>Left column text</div><p>Paragraph in a cell</p></td>"
+        "<td><h2>Right heading</h2><p>More text here</p>"
+        "<table><tr><td>nested data</td><td>42</td></tr></table></td>"
+        "</tr><tr><td><p>Second row</p></td></tr></table></body>"
+    )
+    document = simplify(page)
+    assert document.block_count >= 5
+    texts = [_text_of(block) for block in document.mapping_blocks]
+    assert "Left column text" in texts
+    assert "Right heading" in texts
+    assert "Second row" in texts
+    assert all("<table" not in block or "nested data" in block for block in document.mapping_blocks)
+    assert_aligned(document)
+
+
+def test_presentation_table_is_recursed_into() -> None:
+    page = '<table role="presentation"><tr><td>cell one</td><td>cell two</td></tr></table>'
+    document = simplify(page)
+    assert document.block_count == 2
+    assert_aligned(document)
+
+
+# -- segmentation -----------------------------------------------------------------------------
+
+
+def test_inline_runs_between_blocks_become_paragraphs() -> None:
+    page = "<div>before <b>bold</b> text<div>inner block</div>after <i>it</i></div>"
+    document = simplify(page)
+    assert [_text_of(block) for block in document.mapping_blocks] == [
+        "before bold text",
+        "inner block",
+        "after it",
+    ]
+    assert document.mapping_blocks[0].startswith('<p _item_id="1">')
+    assert document.mapping_blocks[2].startswith('<p _item_id="3">')
+    assert document.simplified_blocks[0].startswith('<p _item_id="1">')
+
+
+def test_loose_text_in_body_is_a_block() -> None:
+    document = simplify("Just some text <b>and bold</b>")
+    assert document.block_count == 1
+    assert _text_of(document.mapping_blocks[0]) == "Just some text and bold"
+
+
+def test_empty_elements_make_no_blocks() -> None:
+    document = simplify("<div><p> </p><span></span><div>\n</div></div><p>kept</p>")
+    assert document.block_count == 1
+
+
+def test_page_without_content_has_zero_blocks() -> None:
+    document = simplify("<html><head><title>t</title></head><body> </body></html>")
+    assert document.block_count == 0
+    assert document.simplified_html == ""
+
+
+def test_inline_math_stays_inside_its_paragraph() -> None:
+    page = "<p>Energy <math><mi>E</mi><mo>=</mo><mi>m</mi></math> is conserved.</p>"
+    document = simplify(page)
+    assert document.block_count == 1
+    assert "<math>" in document.mapping_blocks[0]
+    assert _text_of(document.mapping_blocks[0]).startswith("Energy")
+
+
+def test_display_tex_script_is_kept_as_tex() -> None:
+    page = '<p>Before.</p><script type="math/tex; mode=display">a^2+b^2=c^2</script>'
+    document = simplify(page)
+    assert any("$$a^2+b^2=c^2$$" in block for block in document.mapping_blocks)
+    assert "$$a^2+b^2=c^2$$" in document.simplified_html
+
+
+# -- mark attribute ---------------------------------------------------------------------------
+
+
+def test_mark_attr_reports_marked_blocks_and_never_appears() -> None:
+    page = (
+        "<body><p>unmarked one</p>"
+        '<div cc-select="true"><p>inside a marked div</p><p>also inside</p></div>'
+        '<p>contains <span cc-select="true">a marked span</span></p>'
+        '<p cc-select="true">marked itself</p>'
+        "<p>unmarked two</p></body>"
+    )
+    document = simplify(page, SimplifyConfig(mark_attr="cc-select"))
+    assert document.marked == [False, True, True, True, True, False]
+    assert_aligned(document)
+    assert "cc-select" not in document.simplified_html
+    assert all("cc-select" not in block for block in document.mapping_blocks)
+    assert all("cc-select" not in block for block in document.simplified_blocks)
+
+
+def test_without_mark_attr_nothing_is_marked() -> None:
+    document = simplify('<p cc-select="true">x</p><p>y</p>')
+    assert document.marked == [False, False]
+
+
+def test_mark_attr_does_not_change_segmentation() -> None:
+    page = '<div><p>a</p><div cc-select="true">b <i>c</i></div>d</div>'
+    plain = simplify(page)
+    marked = simplify(page, SimplifyConfig(mark_attr="cc-select"))
+    assert plain.mapping_blocks == marked.mapping_blocks
+    assert plain.simplified_html == marked.simplified_html
