@@ -14,60 +14,12 @@ from urllib.parse import urljoin
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from processors.html_tags import BLOCK_TAGS, HEADING_TAGS
+
 _WHITESPACE = re.compile(r"[ \t\r\n\f\v]+")
 _BLANK_LINES = re.compile(r"\n{3,}")
 _INLINE_ESCAPE = re.compile(r"([\\`*])")
 _LANGUAGE_CLASS = re.compile(r"(?:^|\s)(?:language|lang)-([\w+#.-]+)")
-_BLOCK_TAGS = frozenset(
-    [
-        "address",
-        "article",
-        "aside",
-        "blockquote",
-        "body",
-        "center",
-        "dd",
-        "details",
-        "dialog",
-        "div",
-        "dl",
-        "dt",
-        "fieldset",
-        "figcaption",
-        "figure",
-        "footer",
-        "form",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
-        "header",
-        "hgroup",
-        "hr",
-        "li",
-        "main",
-        "menu",
-        "nav",
-        "ol",
-        "p",
-        "pre",
-        "section",
-        "summary",
-        "table",
-        "tbody",
-        "thead",
-        "tfoot",
-        "tr",
-        "td",
-        "th",
-        "caption",
-        "ul",
-        "legend",
-        "html",
-    ]
-)
 _STRONG = frozenset(("strong", "b"))
 _EMPHASIS = frozenset(("em", "i", "cite", "dfn"))
 _CODE = frozenset(("code", "kbd", "samp", "tt", "var"))
@@ -114,7 +66,7 @@ class _Converter:
                 run.append(_text(child.text_content or ""))
             elif tag is None or tag.startswith("-") or tag in _SKIP:
                 continue
-            elif tag in _BLOCK_TAGS or (
+            elif tag in BLOCK_TAGS or (
                 tag == "math" and child.attributes.get("display") == "block"
             ):
                 flush()
@@ -125,7 +77,7 @@ class _Converter:
         return out
 
     def block(self, node: LexborNode, tag: str) -> list[str]:
-        if tag in ("h1", "h2", "h3", "h4", "h5", "h6"):
+        if tag in HEADING_TAGS:
             text = _tidy_inline(self.inline_children(node)).replace("\n", " ")
             return [f"{'#' * int(tag[1])} {text}"] if text else []
         if tag in ("ul", "ol", "menu"):
@@ -271,7 +223,7 @@ class _Converter:
             fence = "``" if "`" in code else "`"
             return f"{fence}{code}{fence}"
         inner = self.inline_children(node)
-        if tag in _BLOCK_TAGS:  # a block inside inline content: keep it apart
+        if tag in BLOCK_TAGS:  # a block inside inline content: keep it apart
             return f" {inner} "
         if tag == "a":
             href = self.url(node.attributes.get("href"))
@@ -314,7 +266,7 @@ def _pre_text(node: LexborNode) -> str:
             parts.append(child.text_content or "")
         elif tag == "br":
             parts.append("\n")
-        elif tag in _BLOCK_TAGS:
+        elif tag in BLOCK_TAGS:
             inner = _pre_text(child)
             if parts and not parts[-1].endswith("\n"):
                 parts.append("\n")

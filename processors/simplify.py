@@ -28,80 +28,12 @@ from dataclasses import dataclass, field
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from processors.errors import PageTimeout, TooDeep, TooLarge, TooManyElements
+from processors.html_tags import BLOCK_TAGS, VOID_TAGS
 
-BLOCK_TAGS = frozenset(
-    [
-        "address",
-        "article",
-        "aside",
-        "blockquote",
-        "body",
-        "center",
-        "dd",
-        "details",
-        "dialog",
-        "div",
-        "dl",
-        "dt",
-        "fieldset",
-        "figcaption",
-        "figure",
-        "footer",
-        "form",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
-        "header",
-        "hgroup",
-        "hr",
-        "html",
-        "li",
-        "main",
-        "menu",
-        "nav",
-        "ol",
-        "p",
-        "pre",
-        "section",
-        "summary",
-        "table",
-        "tbody",
-        "thead",
-        "tfoot",
-        "tr",
-        "td",
-        "th",
-        "caption",
-        "ul",
-        "legend",
-    ]
-)
 # Elements kept whole as one block (lists and tables only when they hold content, see below).
 ATOMIC_TAGS = frozenset(("pre", "figure", "table", "ul", "ol", "dl"))
-HEADING_TAGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
 # Inside these, loose text is still "inline": they never split into blocks themselves.
 _NEVER_EMPTY = frozenset(("img", "br", "hr", "math"))
-_VOID_TAGS = frozenset(
-    [
-        "area",
-        "base",
-        "br",
-        "col",
-        "embed",
-        "hr",
-        "img",
-        "input",
-        "link",
-        "meta",
-        "param",
-        "source",
-        "track",
-        "wbr",
-    ]
-)
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
 _NAME_SPLIT = re.compile(r"[^a-z0-9]+")
 _WHITESPACE = re.compile(r"\s+")
@@ -113,9 +45,8 @@ _DEADLINE_CHECK_EVERY = 1024
 # open elements, so a hostile page is refused before it is parsed. Elements whose end tag
 # is optional are not counted (they close implicitly), void elements never nest.
 _TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9-]*)")
-_NOT_NESTING = frozenset(
-    "p li dt dd tr td th option optgroup thead tbody tfoot colgroup rb rt rtc rp caption "
-    "area base br col embed hr img input link meta param source track wbr".split()
+_NOT_NESTING = VOID_TAGS | frozenset(
+    "p li dt dd tr td th option optgroup thead tbody tfoot colgroup rb rt rtc rp caption".split()
 )
 PARSE_DEPTH_LIMIT = 4096
 # Containers kept in the simplified page even without class/id: layout-table structure
@@ -126,52 +57,12 @@ _KEPT_CONTAINERS = frozenset(
 )
 
 DEFAULT_REMOVE_TAGS = frozenset(
-    [
-        "script",
-        "style",
-        "template",
-        "head",
-        "iframe",
-        "svg",
-        "canvas",
-        "object",
-        "embed",
-        "noembed",
-        "applet",
-        "audio",
-        "video",
-        "source",
-        "track",
-        "map",
-        "area",
-        "link",
-        "meta",
-        "base",
-        "nav",
-        "button",
-        "input",
-        "select",
-        "option",
-        "optgroup",
-        "textarea",
-        "datalist",
-        "dialog",
-        "frameset",
-        "frame",
-    ]
+    "script style template head title iframe svg canvas object embed noembed applet audio "
+    "video source track map area link meta base nav button input select option "
+    "optgroup textarea datalist dialog frameset frame".split()
 )
 DEFAULT_NAV_WORDS = frozenset(
-    [
-        "nav",
-        "navbar",
-        "navigation",
-        "menu",
-        "footer",
-        "header",
-        "breadcrumb",
-        "breadcrumbs",
-        "sidebar",
-    ]
+    "nav navbar navigation menu footer header breadcrumb breadcrumbs sidebar".split()
 )
 _MAPPING_ATTRS = {
     "a": ("href", "title"),
@@ -393,7 +284,7 @@ class _Walker:
             return None
         marked = self.mark_attr is not None and self.mark_attr in attributes
         in_article = in_article or tag in ("article", "main")
-        if tag in _VOID_TAGS:
+        if tag in VOID_TAGS:
             return self._void(tag, attributes, marked)
         starts_atomic = not atomic and tag in ATOMIC_TAGS and self._is_content_unit(node, tag)
         inner_atomic = atomic or starts_atomic or tag == "math"

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from processors.html_tags import HEADING_TAGS
 from processors.labellers.base import LabelOutcome
 from topics.records import MAIN, OTHER, SimplifiedPage
 
@@ -97,7 +98,6 @@ _POSITIVE = frozenset(
         "markdown",
     ]
 )
-_HEADINGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
 _MIN_SCORING_CHARS = 40
 _ANCESTOR_DECAY = (1.0, 0.5, 0.33, 0.25, 0.2)
 
@@ -215,12 +215,12 @@ def label_blocks(page: SimplifiedPage) -> list[str]:
             if not region_negative:
                 labels[index] = MAIN
         elif region is None:
-            if block.weight > 0 or block.tag in _HEADINGS:
+            if block.weight > 0 or block.tag in HEADING_TAGS:
                 labels[index] = MAIN
         elif (
             block.weight >= 150 and block.link_density < 0.2 and not block.negative_ancestors
         ) or (
-            block.tag in _HEADINGS
+            block.tag in HEADING_TAGS
             and first_in_region is not None
             and 0 < first_in_region - index <= 3
         ):
