@@ -1,5 +1,5 @@
 """Labellers: one label ("main" | "other") per block of a simplified page."""
 
-from processors.labellers.base import Labeller, LabelOutcome
+from processors.labellers.base import AsyncLabeller, Labeller, LabelOutcome
 
-__all__ = ["LabelOutcome", "Labeller"]
+__all__ = ["AsyncLabeller", "LabelOutcome", "Labeller"]

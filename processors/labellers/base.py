@@ -32,3 +32,10 @@ class Labeller(Protocol):
     name: str
 
     def label(self, pages: Sequence[SimplifiedPage]) -> list[LabelOutcome]: ...
+
+
+class AsyncLabeller(Labeller, Protocol):
+    """A labeller that serves pages one at a time inside the caller's in-flight window
+    (vLLM's continuous batching): a finished page frees its slot at once."""
+
+    async def label_page(self, page: SimplifiedPage) -> LabelOutcome: ...
