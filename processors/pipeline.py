@@ -17,7 +17,7 @@ from processors.decode import check_html, decode_html
 from processors.errors import PageError
 from processors.fallback import EXTRACTOR as FALLBACK_EXTRACTOR
 from processors.fallback import fallback_markdown
-from processors.labellers.base import Labeller
+from processors.labellers.base import Labeller, LabelOutcome
 from processors.reconstruct import reconstruct
 from processors.simplify import SimplifyConfig, simplify
 from processors.tokens import EstimatedTokenCounter, TokenBudget, TokenCounter
@@ -103,11 +103,20 @@ def label_pages(
     """Label a batch; a page the labeller could not label goes to fallback with the reason."""
     started = time.perf_counter()
     outcomes = labeller.label(pages)
+    return apply_label_outcomes(pages, outcomes, labeller.name, _ms_since(started))
+
+
+def apply_label_outcomes(
+    pages: Sequence[SimplifiedPage],
+    outcomes: Sequence[LabelOutcome],
+    labeller_name: str,
+    batch_ms: float = 0.0,
+) -> list[LabelledPage | FallbackRequest]:
+    """Pair each page with its outcome: labels -> LabelledPage, failure -> FallbackRequest."""
     if len(outcomes) != len(pages):
         raise RuntimeError(
-            f"labeller {labeller.name} returned {len(outcomes)} outcomes for {len(pages)} pages"
+            f"labeller {labeller_name} returned {len(outcomes)} outcomes for {len(pages)} pages"
         )
-    batch_ms = _ms_since(started)
     results: list[LabelledPage | FallbackRequest] = []
     for page, outcome in zip(pages, outcomes, strict=True):
         if outcome.labels is None:
@@ -124,7 +133,7 @@ def label_pages(
                 title=page.title,
                 mapping_blocks=page.mapping_blocks,
                 labels=outcome.labels,
-                labeller=labeller.name,
+                labeller=labeller_name,
                 token_count=page.token_count,
                 source_html=page.source_html,
                 timings_ms=timings,

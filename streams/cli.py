@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ from processors.labellers.oracle import OracleLabeller
 from processors.pipeline import Outcome, PipelineSettings, extract_pages
 from processors.simplify import simplify
 from processors.tokens import EstimatedTokenCounter, TokenBudget, load_token_counter
+from streams.settings import SettingsError, StreamSettings
 from topics.records import RawPage
 
 LABELLERS = {
@@ -29,6 +31,7 @@ LABELLERS = {
     "fallback": FallbackOnlyLabeller,
 }
 JSONL_BATCH = 32
+SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "pages.jsonl"
 
 
 def build_labeller(name: str) -> Labeller:
@@ -173,6 +176,99 @@ def _print_report(report: EvalReport) -> None:
             print(f"  subset {subset}: mean F1 {mean:.4f}")
 
 
+# -- stream commands -------------------------------------------------------------------
+
+
+def _stream_settings(args: argparse.Namespace) -> StreamSettings:
+    overrides: dict[str, object] = {}
+    if getattr(args, "stages", None):
+        overrides["stages"] = tuple(part for part in args.stages.split(",") if part)
+    if getattr(args, "labeller", None):
+        overrides["labeller"] = args.labeller
+    try:
+        return StreamSettings.from_env(**overrides)
+    except SettingsError as error:
+        raise SystemExit(f"error: {error}") from None
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from streams.worker import run_worker
+
+    run_worker(_stream_settings(args))
+    return 0
+
+
+def cmd_topics(args: argparse.Namespace) -> int:
+    from streams.kafka import create_topics, describe_topics
+
+    settings = _stream_settings(args)
+    if args.action == "create":
+        for name, outcome in asyncio.run(create_topics(settings)).items():
+            print(f"{name}: {outcome}")
+    else:
+        for topic in asyncio.run(describe_topics(settings)):
+            print(json.dumps(topic))
+    return 0
+
+
+def cmd_produce(args: argparse.Namespace) -> int:
+    from streams.tools import iter_pages, produce_pages
+
+    settings = _stream_settings(args)
+    pages = [page for source in args.sources for page in iter_pages(source)]
+    keys = asyncio.run(produce_pages(settings, pages, progress=not args.quiet))
+    print(f"produced {len(keys)} pages to {settings.topic_prefix}pages", file=sys.stderr)
+    return 0
+
+
+def cmd_tail(args: argparse.Namespace) -> int:
+    from streams.tools import read_topics
+
+    settings = _stream_settings(args)
+    messages = asyncio.run(read_topics(settings, [args.topic], idle_s=args.idle))
+    for message in messages[-args.last :] if args.last else messages:
+        value = (
+            message.value.decode("utf-8", "replace")
+            if message.topic == "records"
+            else (f"<{len(message.value)} bytes>")
+        )
+        key = (message.key or b"").decode("utf-8", "replace")
+        print(f"{message.partition}:{message.offset} key={key} {value}")
+    return 0
+
+
+def cmd_dlq(args: argparse.Namespace) -> int:
+    from streams.tools import describe_dead_letter, read_topics, replay_dead_letters
+
+    settings = _stream_settings(args)
+    if args.action == "list":
+        for message in asyncio.run(read_topics(settings, ["deadletters"], idle_s=args.idle)):
+            print(json.dumps(describe_dead_letter(message), ensure_ascii=False))
+        return 0
+    offsets = set(args.offset) if args.offset else None
+    sent = asyncio.run(replay_dead_letters(settings, offsets))
+    print(f"replayed {sent} dead letters", file=sys.stderr)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from streams.demo import run_demo
+
+    return run_demo(_stream_settings(args), args.sources or [str(SAMPLES)], args.deadline)
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    from streams.demo import broker
+
+    return broker(args.action)
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    for name, value in _stream_settings(args).describe():
+        print(f"{name}={value}")
+    return 0
+
+
 def _add_pipeline_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--labeller", default="heuristic", choices=sorted(LABELLERS))
     parser.add_argument("--tokenizer", help="path to a tokenizer.json (or its folder)")
@@ -210,6 +306,47 @@ def make_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--json", action="store_true", help="print the report as JSON")
     _add_pipeline_options(evaluation)
     evaluation.set_defaults(run=cmd_eval)
+
+    worker = commands.add_parser("worker", help="run stream stages (until SIGTERM)")
+    worker.add_argument("--stages", help="comma-separated: simplify,label,reconstruct,fallback")
+    worker.add_argument("--labeller", choices=("heuristic", "vllm"))
+    worker.set_defaults(run=cmd_worker)
+
+    topics = commands.add_parser("topics", help="create or describe the pipeline topics")
+    topics.add_argument("action", choices=("create", "describe"))
+    topics.set_defaults(run=cmd_topics)
+
+    produce = commands.add_parser("produce", help="feed pages to the pages topic")
+    produce.add_argument("sources", nargs="+", help="HTML files, folders, JSONL or WARC files")
+    produce.add_argument("--quiet", action="store_true")
+    produce.set_defaults(run=cmd_produce)
+
+    tail = commands.add_parser("tail", help="print the messages of a topic")
+    tail.add_argument(
+        "topic", choices=("pages", "simplified", "labelled", "records", "fallback", "deadletters")
+    )
+    tail.add_argument("--last", type=int, default=0, help="only the last N messages")
+    tail.add_argument("--idle", type=float, default=2.0, help="stop after N idle seconds")
+    tail.set_defaults(run=cmd_tail)
+
+    dlq = commands.add_parser("dlq", help="inspect or replay dead letters")
+    dlq.add_argument("action", choices=("list", "replay"))
+    dlq.add_argument("--offset", type=int, action="append", help="replay only these offsets")
+    dlq.add_argument("--idle", type=float, default=2.0)
+    dlq.set_defaults(run=cmd_dlq)
+
+    demo = commands.add_parser("demo", help="run the whole stream locally and print a ledger")
+    demo.add_argument("sources", nargs="*", help="pages to feed (default: samples/)")
+    demo.add_argument("--deadline", type=float, default=180.0)
+    demo.add_argument("--labeller", choices=("heuristic", "vllm"))
+    demo.set_defaults(run=cmd_demo)
+
+    broker = commands.add_parser("broker", help="the local Apache Kafka broker")
+    broker.add_argument("action", choices=("up", "down", "status", "logs"))
+    broker.set_defaults(run=cmd_broker)
+
+    config = commands.add_parser("config", help="print the stream settings in force")
+    config.set_defaults(run=cmd_config)
     return parser
 
 

@@ -1,0 +1,202 @@
+"""The faust app: one agent per stage, moving ``streams.stages`` outputs between topics.
+
+Delivery is at-least-once: an agent awaits the broker's acknowledgement of every output
+a message caused before that message is acked, and acks happen strictly in offset order
+(sequential agents; the label agent acks a whole micro-batch in order after its outputs
+are delivered), so a committed offset never passes an unfinished message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import faust
+
+from processors.labellers.base import Labeller
+from processors.pipeline import PipelineSettings
+from processors.tokens import TokenBudget, load_token_counter
+from streams import metrics
+from streams.kafka import FETCH_BYTES, ssl_context
+from streams.settings import StreamSettings
+from streams.stages import (
+    ERROR_HEADER,
+    INPUT_TOPIC,
+    SYNC_STAGES,
+    Inbound,
+    Outbound,
+    StageContext,
+    label_messages,
+)
+from topics.topics import ALL_TOPICS, MAX_MESSAGE_BYTES
+
+log = logging.getLogger("dripstream.app")
+
+
+def _credentials(settings: StreamSettings) -> faust.types.auth.CredentialsT | None:
+    context = ssl_context(settings)
+    if settings.security_protocol.startswith("SASL"):
+        return faust.SASLCredentials(
+            username=settings.sasl_username,
+            password=settings.sasl_password,
+            mechanism=settings.sasl_mechanism,
+            ssl_context=context,
+        )
+    if context is not None:
+        return faust.SSLCredentials(context)
+    return None
+
+
+def _headers(event: Any) -> dict[str, bytes]:
+    headers = event.message.headers or {}
+    items = headers.items() if isinstance(headers, dict) else headers
+    return {name: value for name, value in items if value is not None}
+
+
+def inbound(event: Any) -> Inbound:
+    message = event.message
+    return Inbound(
+        topic=message.topic,
+        partition=message.partition,
+        offset=message.offset,
+        key=message.key,
+        value=message.value,
+        headers=_headers(event),
+    )
+
+
+def stage_context(settings: StreamSettings, labeller: Labeller | None) -> StageContext:
+    pipeline = PipelineSettings(
+        budget=TokenBudget(context_tokens=settings.context_tokens),
+        token_counter=load_token_counter(settings.tokenizer or None),
+    )
+    return StageContext(
+        pipeline=pipeline,
+        labeller=labeller,
+        payload_limit=settings.dlq_payload_limit,
+        label_retries=settings.label_retries,
+        retry_backoff_s=settings.retry_backoff_ms / 1000,
+    )
+
+
+def build_app(settings: StreamSettings, labeller: Labeller | None = None) -> faust.App:
+    """A faust app running ``settings.stages``; its consumer group is per set of stages."""
+    datadir = Path(settings.data_dir) / settings.group_id()
+    datadir.mkdir(parents=True, exist_ok=True)
+    app = faust.App(
+        settings.group_id(),
+        broker=[f"kafka://{server}" for server in settings.brokers.split(",")],
+        broker_credentials=_credentials(settings),
+        store="memory://",
+        datadir=str(datadir),
+        topic_disable_leader=True,
+        topic_allow_declare=False,
+        key_serializer="raw",
+        value_serializer="raw",
+        consumer_auto_offset_reset="earliest",
+        broker_commit_every=50,
+        broker_commit_interval=1.0,
+        producer_acks=-1,
+        producer_max_request_size=MAX_MESSAGE_BYTES,
+        producer_compression_type="zstd",
+        consumer_max_fetch_size=FETCH_BYTES,
+        stream_buffer_maxsize=max(16, 2 * settings.max_batch),
+        web_enabled=settings.web_port > 0,
+        web_port=settings.web_port or 6066,
+        web_bind=settings.web_host,
+        web_in_thread=False,
+    )
+    topics = {
+        short: app.topic(
+            settings.topic_prefix + short, value_serializer="raw", key_serializer="raw"
+        )
+        for short in ALL_TOPICS
+    }
+    context = stage_context(settings, labeller)
+
+    async def send(output: Outbound) -> None:
+        pending = await topics[output.topic].send(
+            key=output.key, value=output.value, headers=output.headers, force=True
+        )
+        await pending  # the broker acknowledged it (acks=all)
+
+    async def deliver(stage: str, outputs: list[Outbound]) -> None:
+        await asyncio.gather(*(send(output) for output in outputs))
+        for output in outputs:
+            metrics.PAGES_OUT.labels(stage, output.route).inc()
+            if output.route == "deadletter":
+                error_class = output.headers.get(ERROR_HEADER, b"").decode() or "unknown"
+                metrics.ERRORS.labels(stage, error_class).inc()
+
+    for stage in settings.stages:
+        source = topics[INPUT_TOPIC[stage]]
+        if stage == "label":
+            agent = _label_agent(settings, context, deliver)
+        else:
+            agent = _sync_agent(stage, context, deliver)
+        app.agent(source, name=f"dripstream.{stage}")(agent)
+
+    @app.page("/metrics")
+    async def metrics_view(web: Any, request: Any) -> Any:
+        return web.bytes(metrics.render(), content_type="text/plain; version=0.0.4")
+
+    @app.page("/healthz")
+    async def health_view(web: Any, request: Any) -> Any:
+        return web.json({"status": "ok"})
+
+    @app.page("/readyz")
+    async def ready_view(web: Any, request: Any) -> Any:
+        ready = app.started and not app.rebalancing
+        return web.json(
+            {"ready": ready, "stages": list(settings.stages)}, status=200 if ready else 503
+        )
+
+    return app
+
+
+Deliver = Callable[[str, list[Outbound]], Awaitable[None]]
+
+
+def _sync_agent(stage: str, context: StageContext, deliver: Deliver) -> Callable[[Any], Any]:
+    handle = SYNC_STAGES[stage]
+
+    async def agent(stream: Any) -> None:
+        async for event in stream.events():  # acked when the loop moves on
+            metrics.PAGES_IN.labels(stage).inc()
+            metrics.IN_FLIGHT.labels(stage).inc()
+            started = time.perf_counter()
+            try:
+                output = handle(inbound(event), context)
+                await deliver(stage, [output])
+            finally:
+                metrics.IN_FLIGHT.labels(stage).dec()
+                metrics.STAGE_SECONDS.labels(stage).observe(time.perf_counter() - started)
+
+    return agent
+
+
+def _label_agent(
+    settings: StreamSettings, context: StageContext, deliver: Deliver
+) -> Callable[[Any], Any]:
+    within = settings.max_wait_ms / 1000
+
+    async def agent(stream: Any) -> None:
+        async for events in stream.noack_take(settings.max_batch, within=within):
+            metrics.PAGES_IN.labels("label").inc(len(events))
+            metrics.BATCH_SIZE.observe(len(events))
+            metrics.IN_FLIGHT.labels("label").inc(len(events))
+            started = time.perf_counter()
+            try:
+                outputs = await label_messages([inbound(e) for e in events], context)
+                await deliver("label", outputs)
+            finally:
+                metrics.IN_FLIGHT.labels("label").dec(len(events))
+                metrics.STAGE_SECONDS.labels("label").observe(time.perf_counter() - started)
+            for event in events:  # in offset order, after every output was delivered
+                await stream.ack(event)
+
+    return agent

@@ -1,0 +1,127 @@
+"""Connections to the broker: security options, admin (topics), plain producer/consumer.
+
+The stage agents run on faust; the tools (topics, produce, tail, dlq, demo ledger) use
+aiokafka directly with the same settings.
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from streams.settings import StreamSettings
+from topics.topics import DAY_MS, MAX_MESSAGE_BYTES, TopicSpec, topic_specs
+
+FETCH_BYTES = 8 * 1024 * 1024  # per partition; a larger single message still comes through
+
+
+def ssl_context(settings: StreamSettings) -> ssl.SSLContext | None:
+    if "SSL" not in settings.security_protocol:
+        return None
+    context = ssl.create_default_context(cafile=settings.ssl_cafile or None)
+    if settings.ssl_certfile:
+        context.load_cert_chain(settings.ssl_certfile, settings.ssl_keyfile or None)
+    return context
+
+
+def client_options(settings: StreamSettings) -> dict[str, Any]:
+    """Connection options shared by every aiokafka client."""
+    options: dict[str, Any] = {
+        "bootstrap_servers": settings.brokers.split(","),
+        "security_protocol": settings.security_protocol,
+    }
+    context = ssl_context(settings)
+    if context is not None:
+        options["ssl_context"] = context
+    if settings.security_protocol.startswith("SASL"):
+        options.update(
+            sasl_mechanism=settings.sasl_mechanism,
+            sasl_plain_username=settings.sasl_username,
+            sasl_plain_password=settings.sasl_password,
+        )
+    return options
+
+
+def producer(settings: StreamSettings, **extra: Any) -> AIOKafkaProducer:
+    return AIOKafkaProducer(
+        **client_options(settings),
+        acks="all",
+        enable_idempotence=True,
+        compression_type="zstd",
+        max_request_size=MAX_MESSAGE_BYTES,
+        **extra,
+    )
+
+
+def consumer(
+    settings: StreamSettings, *topics: str, group_id: str | None = None, **extra: Any
+) -> AIOKafkaConsumer:
+    return AIOKafkaConsumer(
+        *topics,
+        **client_options(settings),
+        group_id=group_id,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        max_partition_fetch_bytes=FETCH_BYTES,
+        **extra,
+    )
+
+
+def specs(settings: StreamSettings) -> list[TopicSpec]:
+    return topic_specs(
+        settings.partitions, settings.replication, settings.retention_hours * DAY_MS // 24
+    )
+
+
+async def create_topics(settings: StreamSettings) -> dict[str, str]:
+    """Create every pipeline topic that does not exist yet; returns name -> outcome."""
+    admin = AIOKafkaAdminClient(**client_options(settings))
+    await admin.start()
+    outcome = {}
+    try:
+        existing = set(await admin.list_topics())
+        wanted = [
+            spec for spec in specs(settings) if spec.name(settings.topic_prefix) not in existing
+        ]
+        for spec in specs(settings):
+            outcome[spec.name(settings.topic_prefix)] = "exists"
+        for spec in wanted:
+            name = spec.name(settings.topic_prefix)
+            try:
+                await admin.create_topics(
+                    [NewTopic(name, spec.partitions, spec.replication, topic_configs=spec.config())]
+                )
+                outcome[name] = "created"
+            except TopicAlreadyExistsError:
+                outcome[name] = "exists"
+    finally:
+        await admin.close()
+    return outcome
+
+
+async def topic_partitions(settings: StreamSettings, names: list[str]) -> dict[str, list[int]]:
+    """Partition numbers of each existing topic among ``names``."""
+    admin = AIOKafkaAdminClient(**client_options(settings))
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        described = await admin.describe_topics([n for n in names if n in existing])
+    finally:
+        await admin.close()
+    return {
+        item["topic"]: sorted(part["partition"] for part in item["partitions"])
+        for item in described
+    }
+
+
+async def describe_topics(settings: StreamSettings) -> list[dict[str, Any]]:
+    names = [spec.name(settings.topic_prefix) for spec in specs(settings)]
+    found = await topic_partitions(settings, names)
+    return [
+        {"topic": name, "exists": name in found, "partitions": len(found.get(name, []))}
+        for name in names
+    ]

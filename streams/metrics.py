@@ -1,0 +1,42 @@
+"""Prometheus metrics of a worker (one registry per process)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+REGISTRY = CollectorRegistry()
+
+PAGES_IN = Counter("dripstream_pages_in_total", "messages consumed", ["stage"], registry=REGISTRY)
+PAGES_OUT = Counter(
+    "dripstream_pages_out_total",
+    "messages produced, by route",
+    ["stage", "route"],
+    registry=REGISTRY,
+)
+ERRORS = Counter(
+    "dripstream_errors_total",
+    "dead letters, by error class",
+    ["stage", "error_class"],
+    registry=REGISTRY,
+)
+STAGE_SECONDS = Histogram(
+    "dripstream_stage_seconds",
+    "processing time per message (label: per batch)",
+    ["stage"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+    registry=REGISTRY,
+)
+BATCH_SIZE = Histogram(
+    "dripstream_label_batch_size",
+    "pages per labeller call",
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128),
+    registry=REGISTRY,
+)
+IN_FLIGHT = Gauge("dripstream_in_flight", "messages being processed", ["stage"], registry=REGISTRY)
+LABEL_TOKENS = Counter(
+    "dripstream_label_tokens_total", "labeller tokens", ["direction"], registry=REGISTRY
+)
+
+
+def render() -> bytes:
+    return generate_latest(REGISTRY)

@@ -1,0 +1,152 @@
+"""Every stream setting, read from ``DRIPSTREAM_*`` environment variables.
+
+``SETTINGS`` lists them with defaults and meanings; README's table is the same list and
+``dripstream config`` prints the values in force (secrets masked).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Setting:
+    env: str
+    default: str
+    help: str
+    secret: bool = False
+
+
+SETTINGS = (
+    Setting("DRIPSTREAM_BROKERS", "127.0.0.1:9092", "Kafka bootstrap servers, comma-separated"),
+    Setting("DRIPSTREAM_TOPIC_PREFIX", "dripstream.", "prefix of every topic name"),
+    Setting("DRIPSTREAM_GROUP_PREFIX", "dripstream-", "prefix of consumer-group ids (+ stages)"),
+    Setting("DRIPSTREAM_PARTITIONS", "4", "partitions per topic (topics create)"),
+    Setting("DRIPSTREAM_REPLICATION", "1", "replication factor (topics create)"),
+    Setting("DRIPSTREAM_RETENTION_HOURS", "168", "retention of pipeline topics (dead letters x4)"),
+    Setting("DRIPSTREAM_STAGES", "simplify,label,reconstruct,fallback", "stages this worker runs"),
+    Setting("DRIPSTREAM_LABELLER", "heuristic", "label-stage labeller: heuristic | vllm"),
+    Setting("DRIPSTREAM_MAX_BATCH", "16", "label stage: pages handed to the labeller at once"),
+    Setting("DRIPSTREAM_MAX_WAIT_MS", "50", "label stage: longest wait to fill a batch"),
+    Setting("DRIPSTREAM_LABEL_RETRIES", "3", "labeller attempts per batch before fallback"),
+    Setting("DRIPSTREAM_RETRY_BACKOFF_MS", "200", "first retry delay, doubled per attempt"),
+    Setting("DRIPSTREAM_CONTEXT_TOKENS", "32768", "labeller context; larger pages -> fallback"),
+    Setting("DRIPSTREAM_TOKENIZER", "", "labeller tokenizer.json for exact token counts"),
+    Setting(
+        "DRIPSTREAM_DLQ_PAYLOAD_LIMIT",
+        "1048576",
+        "dead letters carry payloads up to this size, above it a SHA-256 digest",
+    ),
+    Setting("DRIPSTREAM_WEB_PORT", "6066", "HTTP port for /metrics, /healthz, /readyz (0: off)"),
+    Setting("DRIPSTREAM_WEB_HOST", "127.0.0.1", "address the HTTP port binds (0.0.0.0 in pods)"),
+    Setting("DRIPSTREAM_LOG_LEVEL", "INFO", "log level (JSON lines on stderr)"),
+    Setting("DRIPSTREAM_DATA_DIR", ".cache/worker", "worker state folder (faust data dir)"),
+    Setting(
+        "DRIPSTREAM_SECURITY_PROTOCOL", "PLAINTEXT", "PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL"
+    ),
+    Setting("DRIPSTREAM_SASL_MECHANISM", "SCRAM-SHA-512", "SCRAM-SHA-256 | SCRAM-SHA-512 | PLAIN"),
+    Setting("DRIPSTREAM_SASL_USERNAME", "", "SASL user"),
+    Setting("DRIPSTREAM_SASL_PASSWORD", "", "SASL password (prefer the _FILE variant)", True),
+    Setting("DRIPSTREAM_SASL_PASSWORD_FILE", "", "file holding the SASL password"),
+    Setting("DRIPSTREAM_SSL_CAFILE", "", "CA bundle that signs the broker certificate"),
+    Setting("DRIPSTREAM_SSL_CERTFILE", "", "client certificate (mutual TLS)"),
+    Setting("DRIPSTREAM_SSL_KEYFILE", "", "client private key (mutual TLS)"),
+)
+
+
+class SettingsError(ValueError):
+    """A setting has a value that cannot be used."""
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    brokers: str
+    topic_prefix: str
+    group_prefix: str
+    partitions: int
+    replication: int
+    retention_hours: int
+    stages: tuple[str, ...]
+    labeller: str
+    max_batch: int
+    max_wait_ms: int
+    label_retries: int
+    retry_backoff_ms: int
+    context_tokens: int
+    tokenizer: str
+    dlq_payload_limit: int
+    web_port: int
+    web_host: str
+    log_level: str
+    data_dir: str
+    security_protocol: str
+    sasl_mechanism: str
+    sasl_username: str
+    sasl_password: str
+    ssl_cafile: str
+    ssl_certfile: str
+    ssl_keyfile: str
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None, **overrides: object) -> StreamSettings:
+        env = dict(os.environ if env is None else env)
+        raw = {s.env: env.get(s.env, s.default) for s in SETTINGS}
+        password_file = raw.pop("DRIPSTREAM_SASL_PASSWORD_FILE")
+        if password_file:
+            try:
+                raw["DRIPSTREAM_SASL_PASSWORD"] = Path(password_file).read_text().strip()
+            except OSError as error:
+                raise SettingsError(f"DRIPSTREAM_SASL_PASSWORD_FILE: {error}") from error
+        values: dict[str, object] = {}
+        for item in fields(cls):
+            text = raw[f"DRIPSTREAM_{item.name.upper()}"]
+            try:
+                values[item.name] = _convert(item.type, text)
+            except ValueError as error:
+                raise SettingsError(f"DRIPSTREAM_{item.name.upper()}={text!r}: {error}") from None
+        values.update(overrides)
+        settings = cls(**values)  # type: ignore[arg-type]
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        from streams.stages import STAGES
+
+        unknown = set(self.stages) - set(STAGES)
+        if unknown or not self.stages:
+            raise SettingsError(
+                f"stages must be a non-empty subset of {', '.join(STAGES)};"
+                f" got {', '.join(self.stages) or 'none'}"
+            )
+        if self.max_batch < 1 or self.label_retries < 1:
+            raise SettingsError("DRIPSTREAM_MAX_BATCH and DRIPSTREAM_LABEL_RETRIES must be >= 1")
+        if self.security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise SettingsError(f"unknown security protocol {self.security_protocol!r}")
+        if self.security_protocol.startswith("SASL") and not self.sasl_username:
+            raise SettingsError(f"{self.security_protocol} needs DRIPSTREAM_SASL_USERNAME")
+
+    def group_id(self) -> str:
+        """One consumer group per set of stages, so every stage scales on its own."""
+        return self.group_prefix + "+".join(self.stages)
+
+    def describe(self) -> list[tuple[str, str]]:
+        shown = []
+        for setting in SETTINGS:
+            name = setting.env.removeprefix("DRIPSTREAM_").lower()
+            value = getattr(self, name, None)
+            if setting.secret or name.endswith("password_file"):
+                value = "***" if (value or os.environ.get(setting.env)) else ""
+            elif isinstance(value, tuple):
+                value = ",".join(value)
+            shown.append((setting.env, str(value)))
+        return shown
+
+
+def _convert(kind: object, text: str) -> object:
+    if kind in (int, "int"):
+        return int(text)
+    if kind in ("tuple[str, ...]",):
+        return tuple(part.strip() for part in text.split(",") if part.strip())
+    return text

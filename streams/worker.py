@@ -1,0 +1,70 @@
+"""Running a worker process: JSON logs, the labeller by name, the faust worker."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+import faust
+
+from processors.labellers.base import Labeller
+from processors.labellers.heuristic import HeuristicLabeller
+from streams.app import build_app
+from streams.settings import SettingsError, StreamSettings
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, logger, message (+ exception)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def logging_config(level: str) -> dict[str, Any]:
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": JsonFormatter}},
+        "handlers": {
+            "stderr": {
+                "class": "logging.StreamHandler",
+                "formatter": "json",
+                "stream": "ext://sys.stderr",
+            }
+        },
+        "root": {"level": level, "handlers": ["stderr"]},
+    }
+
+
+def build_labeller(name: str) -> Labeller:
+    if name == "heuristic":
+        return HeuristicLabeller()
+    if name == "vllm":
+        from gpu_worker.labeller import build_vllm_labeller
+
+        return build_vllm_labeller()
+    raise SettingsError(f"unknown labeller {name!r}: choose heuristic or vllm")
+
+
+def run_worker(settings: StreamSettings) -> None:
+    """Run the configured stages until SIGTERM/SIGINT."""
+    labeller = build_labeller(settings.labeller) if "label" in settings.stages else None
+    app = build_app(settings, labeller)
+    worker = faust.Worker(
+        app,
+        loglevel=settings.log_level,
+        redirect_stdouts=False,
+        logging_config=logging_config(settings.log_level),
+    )
+    worker.execute_from_commandline()

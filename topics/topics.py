@@ -1,0 +1,55 @@
+"""Topic names and configurations: the Kafka half of the contract.
+
+Every name carries a configurable prefix (``dripstream.`` by default) so several
+pipelines can share one cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # raw HTML can be large; clients use the same limit
+DAY_MS = 24 * 3600 * 1000
+
+PAGES = "pages"
+SIMPLIFIED = "simplified"
+LABELLED = "labelled"
+RECORDS = "records"
+FALLBACK = "fallback"
+DEAD_LETTERS = "deadletters"
+ALL_TOPICS = (PAGES, SIMPLIFIED, LABELLED, RECORDS, FALLBACK, DEAD_LETTERS)
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """One topic: its short name (without prefix) and its broker-side settings."""
+
+    short_name: str
+    partitions: int
+    replication: int
+    retention_ms: int
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def name(self, prefix: str) -> str:
+        return f"{prefix}{self.short_name}"
+
+    def config(self) -> dict[str, str]:
+        return {
+            "retention.ms": str(self.retention_ms),
+            "max.message.bytes": str(MAX_MESSAGE_BYTES),
+            "compression.type": "zstd",
+            **self.extra,
+        }
+
+
+def topic_specs(
+    partitions: int = 4, replication: int = 1, retention_ms: int = 7 * DAY_MS
+) -> list[TopicSpec]:
+    """The pipeline's topics; dead letters are kept four times longer for inspection."""
+    specs = [
+        TopicSpec(name, partitions, replication, retention_ms)
+        for name in ALL_TOPICS
+        if name != DEAD_LETTERS
+    ]
+    specs.append(TopicSpec(DEAD_LETTERS, partitions, replication, 4 * retention_ms))
+    return specs
