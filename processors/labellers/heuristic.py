@@ -214,9 +214,8 @@ def label_blocks(page: SimplifiedPage) -> list[str]:
             )
             if not region_negative:
                 labels[index] = MAIN
-        elif region is None:
-            if block.weight > 0 or block.tag in HEADING_TAGS:
-                labels[index] = MAIN
+        elif region is None:  # no text-rich block anywhere: keep all that is not boilerplate
+            labels[index] = MAIN
         elif (
             block.weight >= 150 and block.link_density < 0.2 and not block.negative_ancestors
         ) or (

@@ -1,0 +1,219 @@
+"""The whole stream against a real Apache Kafka broker, workers as separate processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from processors.pipeline import PipelineSettings, simplify_page
+from processors.tokens import TokenBudget
+from streams.kafka import producer
+from streams.settings import StreamSettings
+from streams.stages import ATTEMPTS_HEADER, SOURCE_HEADER
+from streams.tools import (
+    compute_ledger,
+    describe_dead_letter,
+    read_topics,
+    replay_dead_letters,
+    wait_for_outputs,
+)
+from topics.codecs import to_msgpack
+from topics.records import FallbackRequest, RawPage, page_id
+from topics.topics import DEAD_LETTERS, PAGES, RECORDS
+
+pytestmark = pytest.mark.kafka
+SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "pages.jsonl"
+
+
+def sample_rows() -> list[dict]:
+    return [json.loads(line) for line in SAMPLES.read_text(encoding="utf-8").splitlines()]
+
+
+async def send_all(
+    settings: StreamSettings, messages: list[tuple[bytes | None, bytes, list[tuple[str, bytes]]]]
+) -> None:
+    client = producer(settings)
+    await client.start()
+    try:
+        for key, value, headers in messages:
+            await client.send_and_wait(
+                settings.topic_prefix + PAGES, value, key=key, headers=headers
+            )
+    finally:
+        await client.stop()
+
+
+def outputs_by_source(outputs: list) -> dict[bytes, list]:
+    found: dict[bytes, list] = {}
+    for message in outputs:
+        found.setdefault(message.headers.get(SOURCE_HEADER, b""), []).append(message)
+    return found
+
+
+def test_every_input_ends_as_exactly_one_record_fallback_or_dead_letter(
+    stream_settings: StreamSettings, workers, data_dir: Path
+) -> None:
+    context_tokens = 3000
+    rows = [row for row in sample_rows() if row["id"] not in ("sample-empty", "sample-json")]
+    big = max(
+        (json.loads(line) for line in (data_dir / "articles_dev.jsonl").open()),
+        key=lambda row: len(row["html"]),
+    )
+    pages = [
+        RawPage(url=row["url"], html=row["html"].encode(), charset="utf-8") for row in [*rows, big]
+    ]
+    # The big page must be over this budget, the samples within it (checked offline).
+    offline = PipelineSettings(budget=TokenBudget(context_tokens=context_tokens))
+    assert isinstance(simplify_page(pages[-1], offline), FallbackRequest)
+    messages = [(page.url.encode(), to_msgpack(page), []) for page in pages]
+    bare = b"<html><body><p>A bare page, its address in a header.</p></body></html>"
+    json_page = json.dumps({"url": "https://json.example/a", "html": "<p>JSON page</p>"})
+    messages += [
+        (b"https://pdf.example/doc.pdf", b"%PDF-1.7\n" + bytes(range(256)), []),
+        (b"https://empty.example/", b"", []),
+        (b"https://broken.example/", to_msgpack(pages[0])[:40], []),
+        (None, bare, [("url", b"https://bare.example/")]),
+        (b"https://json.example/a", json_page.encode(), []),
+    ]
+    workers.start(DRIPSTREAM_CONTEXT_TOKENS=str(context_tokens))
+    asyncio.run(send_all(stream_settings, messages))
+    sources = [key or b"https://bare.example/" for key, _, _ in messages]
+    # The bare page without a key is identified by its position on the pages topic.
+    outputs = asyncio.run(
+        wait_for_outputs(
+            stream_settings, [s for s in sources if s != (b"https://bare.example/")], deadline_s=120
+        )
+    )
+    ledger = compute_ledger([s for s in sources if s != b"https://bare.example/"], outputs, 1)
+    assert ledger.lost == 0, workers.logs()
+    assert ledger.duplicates == 0
+    by_source = outputs_by_source(outputs)
+    assert len(outputs) == len(messages), workers.logs()
+
+    for page in pages[:-1]:
+        (record_message,) = by_source[page.url.encode()]
+        assert record_message.topic == RECORDS, describe_dead_letter(record_message)
+        record = json.loads(record_message.value)
+        assert record["extractor"] == "dripper:heuristic"
+        assert record_message.key == page_id(page.url, page.html).encode()
+    (over,) = by_source[pages[-1].url.encode()]
+    over_record = json.loads(over.value)
+    assert over_record["extractor"] == "fallback:trafilatura"
+    assert over_record["fallback_reason"] == "over_token_budget"
+    assert over_record["markdown"]
+
+    expected_dead = {
+        b"https://pdf.example/doc.pdf": "NotHtml",
+        b"https://empty.example/": "MalformedInput",
+        b"https://broken.example/": "MalformedInput",
+    }
+    for source, error_class in expected_dead.items():
+        (letter,) = by_source[source]
+        assert letter.topic == DEAD_LETTERS
+        described = describe_dead_letter(letter)
+        assert described["error_class"] == error_class
+        assert described["stage"] == "simplify"
+        assert described["attempts"] == 1
+    (json_record,) = by_source[b"https://json.example/a"]
+    assert json.loads(json_record.value)["markdown"] == "JSON page"
+    bare_outputs = [
+        m
+        for m in outputs
+        if m.headers.get(SOURCE_HEADER, b"").startswith(
+            (stream_settings.topic_prefix + PAGES).encode()
+        )
+    ]
+    assert len(bare_outputs) == 1
+    assert json.loads(bare_outputs[0].value)["url"] == "https://bare.example/"
+
+
+@pytest.mark.slow
+def test_killing_a_worker_mid_stream_loses_nothing(
+    stream_settings: StreamSettings, workers, data_dir: Path
+) -> None:
+    rows = [json.loads(line) for line in (data_dir / "articles_dev.jsonl").open()]
+    pages = [
+        RawPage(url=f"{row['url']}#copy{copy}", html=row["html"].encode(), charset="utf-8")
+        for copy in range(3)
+        for row in rows
+    ]
+    asyncio.run(send_all(stream_settings, [(p.url.encode(), to_msgpack(p), []) for p in pages]))
+    produced = [page.url.encode() for page in pages]
+
+    first = workers.start()
+    deadline = time.monotonic() + 120
+    done = 0
+    while time.monotonic() < deadline:
+        done = len(asyncio.run(read_topics(stream_settings, [RECORDS], idle_s=0.5)))
+        if done >= 20:
+            break
+        time.sleep(0.5)
+    assert 20 <= done < len(pages), "the worker must be killed mid-stream"
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+
+    workers.start()
+    outputs = asyncio.run(wait_for_outputs(stream_settings, produced, deadline_s=240))
+    ledger = compute_ledger(produced, outputs, 1)
+    assert ledger.lost == 0, workers.logs()
+    assert ledger.records + ledger.fallback_records + ledger.dead_letters == len(outputs)
+    print(f"kill -9 after {done} records: ledger {ledger.as_dict()}")
+
+
+def test_dead_letters_can_be_replayed(stream_settings: StreamSettings, workers) -> None:
+    workers.start(DRIPSTREAM_STAGES="simplify")
+    asyncio.run(send_all(stream_settings, [(b"https://pdf.example/x", b"%PDF-1.4 binary", [])]))
+    first = asyncio.run(wait_for_outputs(stream_settings, [b"https://pdf.example/x"], 60))
+    assert [m.topic for m in first] == [DEAD_LETTERS]
+    assert asyncio.run(replay_dead_letters(stream_settings)) == 1
+    deadline = time.monotonic() + 60
+    letters = []
+    while time.monotonic() < deadline and len(letters) < 2:
+        letters = asyncio.run(read_topics(stream_settings, [DEAD_LETTERS], idle_s=0.5))
+    attempts = sorted(describe_dead_letter(m)["attempts"] for m in letters)
+    assert attempts == [1, 2]
+    replayed = asyncio.run(read_topics(stream_settings, [PAGES], idle_s=0.5))
+    assert [m.headers.get(ATTEMPTS_HEADER) for m in replayed] == [None, b"1"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_worker_serves_health_readiness_and_metrics(
+    stream_settings: StreamSettings, workers
+) -> None:
+    port = _free_port()
+    workers.start(DRIPSTREAM_WEB_PORT=str(port))
+    page = RawPage(url="https://metrics.example/", html=b"<p>Counted once.</p>")
+    asyncio.run(send_all(stream_settings, [(b"https://metrics.example/", to_msgpack(page), [])]))
+    asyncio.run(wait_for_outputs(stream_settings, [b"https://metrics.example/"], 60))
+
+    def get(path: str) -> tuple[int, str]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, response.read().decode()
+
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            status, body = get("/healthz")
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    assert status == 200 and json.loads(body)["status"] == "ok"
+    assert get("/readyz")[0] == 200
+    metrics = get("/metrics")[1]
+    assert 'dripstream_pages_in_total{stage="simplify"} 1.0' in metrics
+    assert 'dripstream_pages_out_total{route="record",stage="reconstruct"} 1.0' in metrics
