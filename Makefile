@@ -23,10 +23,13 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# The main job: extract the bundled sample pages and the dev sets, then score them.
+# The main job: the whole stream on a local Kafka broker over the sample pages.
 demo: $(STAMP)
-	$(BIN)/dripstream extract --jsonl samples/pages.jsonl --out out/samples.jsonl
-	$(BIN)/python -c "import json; [print('#', r['id'], r['status'], r.get('extractor'), '\n' + (r.get('markdown') or r.get('message') or '')[:600] + '\n') for r in map(json.loads, open('out/samples.jsonl'))]"
+	$(BIN)/dripstream demo
+
+# Offline: extract the sample pages, then score the dev sets.
+eval: $(STAMP)
+	$(BIN)/dripstream extract --jsonl samples/pages.jsonl --out out/samples.jsonl --quiet
 	@if [ -d $(DATA) ]; then \
 	  $(BIN)/dripstream eval $(DATA)/webmainbench_sample.jsonl --labeller oracle --quiet | tail -4; \
 	  $(BIN)/dripstream eval $(DATA)/articles_dev.jsonl --labeller heuristic --quiet | tail -2; \

@@ -191,43 +191,39 @@ def _main_region(blocks: list[_Block]) -> int | None:
     return max(scores, key=lambda key: scores[key] * class_weights[key])
 
 
+def _boilerplate(block: _Block) -> bool:
+    return (
+        block.own_negative
+        or (block.text_len < 200 and block.link_density > 0.5)
+        or (block.text_len == 0 and not block.has_media)
+    )
+
+
 def label_blocks(page: SimplifiedPage) -> list[str]:
     blocks = _blocks(page)
     region = _main_region(blocks)
-    labels = [OTHER] * len(blocks)
-    in_region = [
-        region is not None and any(a.mem_id == region for a in block.ancestors) for block in blocks
-    ]
-    first_in_region = next((i for i, inside in enumerate(in_region) if inside), None)
+    if region is None:  # no text-rich block anywhere: keep all that is not boilerplate
+        return [OTHER if _boilerplate(block) else MAIN for block in blocks]
+    in_region = [any(a.mem_id == region for a in block.ancestors) for block in blocks]
+    first_in_region = next((i for i, inside in enumerate(in_region) if inside), len(blocks))
+    labels = []
     for index, block in enumerate(blocks):
-        boilerplate = (
-            block.own_negative
-            or (block.text_len < 200 and block.link_density > 0.5)
-            or (block.text_len == 0 and not block.has_media)
-        )
-        if boilerplate:
-            continue
-        if in_region[index]:
-            region_negative = any(
+        if _boilerplate(block):
+            main = False
+        elif in_region[index]:  # inside the region, unless under a boilerplate container
+            main = not any(
                 a.mem_id in block.negative_ancestors
                 for a in block.ancestors[: _depth_of(block, region)]
             )
-            if not region_negative:
-                labels[index] = MAIN
-        elif region is None:  # no text-rich block anywhere: keep all that is not boilerplate
-            labels[index] = MAIN
-        elif (
-            block.weight >= 150 and block.link_density < 0.2 and not block.negative_ancestors
-        ) or (
-            block.tag in HEADING_TAGS
-            and first_in_region is not None
-            and 0 < first_in_region - index <= 3
-        ):
-            labels[index] = MAIN
+        else:  # outside: long link-poor text, or a heading just before the region
+            main = (
+                block.weight >= 150 and block.link_density < 0.2 and not block.negative_ancestors
+            ) or (block.tag in HEADING_TAGS and 0 < first_in_region - index <= 3)
+        labels.append(MAIN if main else OTHER)
     return labels
 
 
-def _depth_of(block: _Block, region: int | None) -> int:
+def _depth_of(block: _Block, region: int) -> int:
     for depth, ancestor in enumerate(block.ancestors):
         if ancestor.mem_id == region:
             return depth

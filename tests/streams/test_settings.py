@@ -1,0 +1,58 @@
+"""Stream settings come from the environment, with clear errors and masked secrets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from streams.settings import SETTINGS, SettingsError, StreamSettings
+
+
+def test_defaults_give_a_local_plaintext_pipeline() -> None:
+    settings = StreamSettings.from_env({})
+    assert settings.brokers == "127.0.0.1:9092"
+    assert settings.stages == ("simplify", "label", "reconstruct", "fallback")
+    assert settings.group_id() == "dripstream-simplify+label+reconstruct+fallback"
+
+
+def test_each_stage_set_has_its_own_consumer_group() -> None:
+    label = StreamSettings.from_env({"DRIPSTREAM_STAGES": "label"})
+    assert label.group_id() == "dripstream-label"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"DRIPSTREAM_STAGES": "simplify,guess"}, "stages"),
+        ({"DRIPSTREAM_MAX_BATCH": "many"}, "DRIPSTREAM_MAX_BATCH"),
+        ({"DRIPSTREAM_SECURITY_PROTOCOL": "SASL_SSL"}, "DRIPSTREAM_SASL_USERNAME"),
+        ({"DRIPSTREAM_SECURITY_PROTOCOL": "TLS"}, "security protocol"),
+        ({"DRIPSTREAM_SASL_PASSWORD_FILE": "/nonexistent/secret"}, "PASSWORD_FILE"),
+    ],
+)
+def test_bad_settings_are_refused_with_the_variable_named(env: dict, message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        StreamSettings.from_env(env)
+
+
+def test_password_comes_from_a_file_and_is_never_shown(tmp_path: Path) -> None:
+    secret = tmp_path / "password"
+    secret.write_text("s3cret-value\n")
+    settings = StreamSettings.from_env(
+        {
+            "DRIPSTREAM_SECURITY_PROTOCOL": "SASL_SSL",
+            "DRIPSTREAM_SASL_USERNAME": "crawler",
+            "DRIPSTREAM_SASL_PASSWORD_FILE": str(secret),
+        }
+    )
+    assert settings.sasl_password == "s3cret-value"
+    shown = dict(settings.describe())
+    assert "s3cret-value" not in repr(shown)
+    assert shown["DRIPSTREAM_SASL_PASSWORD"] == "***"
+
+
+def test_every_documented_setting_is_in_the_readme() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    missing = [setting.env for setting in SETTINGS if f"`{setting.env}`" not in readme]
+    assert not missing
