@@ -1,9 +1,9 @@
 """The faust app: one agent per stage, moving ``streams.stages`` outputs between topics.
 
-Delivery is at-least-once: an agent awaits the broker's acknowledgement of every output
-a message caused before that message is acked, and acks happen strictly in offset order
-(sequential agents; the label agent acks a whole micro-batch in order after its outputs
-are delivered), so a committed offset never passes an unfinished message.
+Delivery is at-least-once: every agent takes micro-batches (``noack_take``), awaits the
+broker's acknowledgement of every output the batch caused, and only then acks the
+batch's messages, strictly in offset order, so a committed offset never passes an
+unfinished message (faust-streaming#606 needs out-of-order acks; there are none).
 """
 
 from __future__ import annotations
@@ -133,12 +133,8 @@ def build_app(settings: StreamSettings, labeller: Labeller | None = None) -> fau
                 metrics.ERRORS.labels(stage, error_class).inc()
 
     for stage in settings.stages:
-        source = topics[INPUT_TOPIC[stage]]
-        if stage == "label":
-            agent = _label_agent(settings, context, deliver)
-        else:
-            agent = _sync_agent(stage, context, deliver)
-        app.agent(source, name=f"dripstream.{stage}")(agent)
+        agent = _batch_agent(stage, settings, context, deliver)
+        app.agent(topics[INPUT_TOPIC[stage]], name=f"dripstream.{stage}")(agent)
 
     @app.page("/metrics")
     async def metrics_view(web: Any, request: Any) -> Any:
@@ -161,42 +157,38 @@ def build_app(settings: StreamSettings, labeller: Labeller | None = None) -> fau
 Deliver = Callable[[str, list[Outbound]], Awaitable[None]]
 
 
-def _sync_agent(stage: str, context: StageContext, deliver: Deliver) -> Callable[[Any], Any]:
+async def _handle_batch(
+    stage: str, messages: list[Inbound], context: StageContext
+) -> list[Outbound]:
+    if stage == "label":
+        return await label_messages(messages, context)
     handle = SYNC_STAGES[stage]
-
-    async def agent(stream: Any) -> None:
-        async for event in stream.events():  # acked when the loop moves on
-            metrics.PAGES_IN.labels(stage).inc()
-            metrics.IN_FLIGHT.labels(stage).inc()
-            started = time.perf_counter()
-            try:
-                output = handle(inbound(event), context)
-                await deliver(stage, [output])
-            finally:
-                metrics.IN_FLIGHT.labels(stage).dec()
-                metrics.STAGE_SECONDS.labels(stage).observe(time.perf_counter() - started)
-
-    return agent
+    return [handle(message, context) for message in messages]
 
 
-def _label_agent(
-    settings: StreamSettings, context: StageContext, deliver: Deliver
+def _batch_agent(
+    stage: str, settings: StreamSettings, context: StageContext, deliver: Deliver
 ) -> Callable[[Any], Any]:
+    """Micro-batches: handle up to ``max_batch`` messages, deliver every output (all
+    acknowledged by the broker), then ack the batch's messages in offset order."""
     within = settings.max_wait_ms / 1000
 
     async def agent(stream: Any) -> None:
         async for events in stream.noack_take(settings.max_batch, within=within):
-            metrics.PAGES_IN.labels("label").inc(len(events))
-            metrics.BATCH_SIZE.observe(len(events))
-            metrics.IN_FLIGHT.labels("label").inc(len(events))
+            metrics.PAGES_IN.labels(stage).inc(len(events))
+            metrics.IN_FLIGHT.labels(stage).inc(len(events))
+            if stage == "label":
+                metrics.BATCH_SIZE.observe(len(events))
             started = time.perf_counter()
             try:
-                outputs = await label_messages([inbound(e) for e in events], context)
-                await deliver("label", outputs)
+                outputs = await _handle_batch(stage, [inbound(e) for e in events], context)
+                await deliver(stage, outputs)
             finally:
-                metrics.IN_FLIGHT.labels("label").dec(len(events))
-                metrics.STAGE_SECONDS.labels("label").observe(time.perf_counter() - started)
-            for event in events:  # in offset order, after every output was delivered
+                metrics.IN_FLIGHT.labels(stage).dec(len(events))
+                metrics.STAGE_SECONDS.labels(stage).observe(
+                    (time.perf_counter() - started) / len(events)
+                )
+            for event in events:
                 await stream.ack(event)
 
     return agent

@@ -21,7 +21,7 @@ ERRORS = Counter(
 )
 STAGE_SECONDS = Histogram(
     "dripstream_stage_seconds",
-    "processing time per message (label: per batch)",
+    "processing time per message (batch time / batch size)",
     ["stage"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
     registry=REGISTRY,

@@ -98,6 +98,7 @@ class TopicMessage:
     key: bytes | None
     value: bytes
     headers: dict[str, bytes]
+    timestamp_ms: int = 0
 
 
 async def read_topics(
@@ -138,6 +139,7 @@ async def read_topics(
                             record.key,
                             record.value,
                             dict(record.headers or ()),
+                            record.timestamp,
                         )
                     )
                     last = time.monotonic()

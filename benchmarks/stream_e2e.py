@@ -1,0 +1,128 @@
+"""End-to-end stream throughput and latency on the local broker, next to offline extract.
+
+One run: the same pages (articles_dev, repeated with distinct URLs) go (1) through
+``extract_pages`` in this process (offline, heuristic labeller) and (2) through the Kafka
+pipeline with one worker process running every stage. Reported: pages/s of both, the
+ratio, p50/p99 latency from the input's produce timestamp to its output's timestamp, and
+the worker's RSS sampled over the run (it should plateau, not grow with the pages).
+
+    .venv/bin/python benchmarks/stream_e2e.py --data ../shared/data/articles_dev.jsonl --copies 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+from processors.labellers.heuristic import HeuristicLabeller
+from processors.pipeline import PipelineSettings, extract_pages
+from streams.demo import broker, start_worker, stop_process
+from streams.kafka import create_topics
+from streams.settings import StreamSettings
+from streams.stages import SOURCE_HEADER
+from streams.tools import produce_pages, read_topics, wait_for_outputs
+from topics.records import RawPage
+from topics.topics import PAGES
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def sample_rss(
+    process: subprocess.Popen[bytes], samples: list[tuple[float, float]], stop: threading.Event
+) -> None:
+    started = time.monotonic()
+    while not stop.is_set() and process.poll() is None:
+        samples.append((time.monotonic() - started, rss_mib(process.pid)))
+        time.sleep(0.5)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--copies", type=int, default=5)
+    args = parser.parse_args()
+    with open(args.data, encoding="utf-8") as lines:
+        rows = [json.loads(line) for line in lines if line.strip()]
+    pages = [
+        RawPage(url=f"{row['url']}#copy{copy}", html=row["html"].encode("utf-8"), charset="utf-8")
+        for copy in range(args.copies)
+        for row in rows
+    ]
+
+    started = time.perf_counter()
+    extract_pages(pages, HeuristicLabeller(), PipelineSettings())
+    offline_rate = len(pages) / (time.perf_counter() - started)
+
+    already_running = broker("status") == 0
+    if not already_running:
+        broker("up")
+    run = uuid.uuid4().hex[:8]
+    settings = replace(
+        StreamSettings.from_env(),
+        topic_prefix=f"bench-{run}.",
+        group_prefix=f"bench-{run}-",
+        web_port=0,
+    )
+    asyncio.run(create_topics(settings))
+    log = Path("out") / f"bench-worker-{run}.log"
+    log.parent.mkdir(exist_ok=True)
+    worker = start_worker(settings, log)
+    samples: list[tuple[float, float]] = []
+    stop = threading.Event()
+    sampler = threading.Thread(target=sample_rss, args=(worker, samples, stop))
+    sampler.start()
+    try:
+        time.sleep(8)  # let the worker join its group before the clock starts
+        produced = asyncio.run(produce_pages(settings, pages, progress=False))
+        outputs = asyncio.run(wait_for_outputs(settings, produced, deadline_s=900))
+        inputs = asyncio.run(read_topics(settings, [PAGES], idle_s=1.0))
+    finally:
+        stop.set()
+        sampler.join()
+        stop_process(worker)
+        if not already_running:
+            broker("down")
+
+    produced_at = {message.key: message.timestamp_ms for message in inputs}
+    latencies = sorted(
+        message.timestamp_ms - produced_at[message.headers[SOURCE_HEADER]]
+        for message in outputs
+        if message.headers.get(SOURCE_HEADER) in produced_at
+    )
+    first_in = min(produced_at.values())
+    last_out = max(message.timestamp_ms for message in outputs)
+    stream_rate = len(pages) / ((last_out - first_in) / 1000)
+    quarter = max(1, len(samples) // 4)
+    result = {
+        "pages": len(pages),
+        "outputs": len(outputs),
+        "offline_pages_per_s": round(offline_rate, 1),
+        "stream_pages_per_s": round(stream_rate, 1),
+        "stream_vs_offline": round(stream_rate / offline_rate, 3),
+        "latency_ms_p50": latencies[len(latencies) // 2],
+        "latency_ms_p99": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
+        "worker_rss_mib_peak": round(max(rss for _, rss in samples), 1),
+        "worker_rss_mib_by_quarter": [
+            round(max(rss for _, rss in samples[i : i + quarter]), 1)
+            for i in range(0, len(samples), quarter)
+        ][:4],
+        "worker_rss_mib_median": round(statistics.median(rss for _, rss in samples), 1),
+    }
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
