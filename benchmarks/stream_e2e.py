@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import threading
@@ -40,6 +41,16 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def broker_pid() -> int:
+    home = Path(os.environ.get("DRIPSTREAM_KAFKA_HOME", ".cache/kafka"))
+    return int((home / "broker.pid").read_text().split()[0])
+
+
 def sample_rss(
     process: subprocess.Popen[bytes], samples: list[tuple[float, float]], stop: threading.Event
 ) -> None:
@@ -62,9 +73,10 @@ def main() -> None:
         for row in rows
     ]
 
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     extract_pages(pages, HeuristicLabeller(), PipelineSettings())
     offline_rate = len(pages) / (time.perf_counter() - started)
+    offline_cpu = time.process_time() - cpu_started
 
     already_running = broker("status") == 0
     if not already_running:
@@ -86,8 +98,13 @@ def main() -> None:
     sampler.start()
     try:
         time.sleep(8)  # let the worker join its group before the clock starts
+        cpu_before = {"worker": cpu_seconds(worker.pid), "broker": cpu_seconds(broker_pid())}
         produced = asyncio.run(produce_pages(settings, pages, progress=False))
         outputs = asyncio.run(wait_for_outputs(settings, produced, deadline_s=900))
+        cpu_used = {
+            "worker": cpu_seconds(worker.pid) - cpu_before["worker"],
+            "broker": cpu_seconds(broker_pid()) - cpu_before["broker"],
+        }
         inputs = asyncio.run(read_topics(settings, [PAGES], idle_s=1.0))
     finally:
         stop.set()
@@ -112,6 +129,13 @@ def main() -> None:
         "offline_pages_per_s": round(offline_rate, 1),
         "stream_pages_per_s": round(stream_rate, 1),
         "stream_vs_offline": round(stream_rate / offline_rate, 3),
+        "offline_pages_per_cpu_s": round(len(pages) / offline_cpu, 1),
+        "worker_cpu_s": round(cpu_used["worker"], 2),
+        "broker_cpu_s": round(cpu_used["broker"], 2),
+        "stream_pages_per_worker_cpu_s": round(len(pages) / cpu_used["worker"], 1),
+        "stream_vs_offline_per_cpu_s": round(
+            (len(pages) / cpu_used["worker"]) / (len(pages) / offline_cpu), 3
+        ),
         "latency_ms_p50": latencies[len(latencies) // 2],
         "latency_ms_p99": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
         "worker_rss_mib_peak": round(max(rss for _, rss in samples), 1),

@@ -104,13 +104,14 @@ class TopicMessage:
 async def read_topics(
     settings: StreamSettings,
     shorts: list[str],
-    idle_s: float = 3.0,
+    idle_s: float | None = 3.0,
     deadline_s: float = 60.0,
-    want: int | None = None,
+    done: Callable[[list[TopicMessage]], bool] | None = None,
 ) -> list[TopicMessage]:
     """Every message of the topics from the beginning (no consumer group, no commit).
 
-    Stops after ``want`` messages, after ``idle_s`` without a new one, or at the deadline.
+    Stops when ``done(messages)`` says so, after ``idle_s`` without a new message, or at
+    the deadline, whichever comes first.
     """
     names = [settings.topic_prefix + short for short in shorts]
     partitions = [
@@ -127,7 +128,9 @@ async def read_topics(
         client.assign(partitions)
         await client.seek_to_beginning(*partitions)
         started = last = time.monotonic()
-        while time.monotonic() - started < deadline_s and time.monotonic() - last < idle_s:
+        while time.monotonic() - started < deadline_s:
+            if idle_s is not None and time.monotonic() - last > idle_s:
+                break
             batch = await client.getmany(timeout_ms=200, max_records=500)
             for records in batch.values():
                 for record in records:
@@ -143,7 +146,7 @@ async def read_topics(
                         )
                     )
                     last = time.monotonic()
-            if want is not None and len(messages) >= want:
+            if done is not None and done(messages):
                 break
     finally:
         await client.stop()
@@ -204,21 +207,19 @@ async def wait_for_outputs(
 ) -> list[TopicMessage]:
     """Read records and dead letters until every produced input has an output (or the
     deadline passes, or ``alive`` says the workers are gone)."""
-    started = time.monotonic()
-    wanted = set(produced)
-    outputs: list[TopicMessage] = []
-    while time.monotonic() - started < deadline_s:
-        outputs = await read_topics(
-            settings,
-            [RECORDS, DEAD_LETTERS],
-            idle_s=1.0,
-            deadline_s=max(1.0, deadline_s - (time.monotonic() - started)),
-        )
-        seen = {m.headers.get(SOURCE_HEADER) for m in outputs}
-        if wanted <= seen or not alive():
-            break
-        await asyncio.sleep(1.0)
-    return outputs
+    missing = set(produced)
+    counted = 0
+
+    def done(messages: list[TopicMessage]) -> bool:
+        nonlocal counted
+        for message in messages[counted:]:
+            missing.discard(message.headers.get(SOURCE_HEADER, b""))
+        counted = len(messages)
+        return not missing or not alive()
+
+    return await read_topics(
+        settings, [RECORDS, DEAD_LETTERS], idle_s=None, deadline_s=deadline_s, done=done
+    )
 
 
 def describe_dead_letter(message: TopicMessage) -> dict[str, object]:
