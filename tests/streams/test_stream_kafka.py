@@ -149,13 +149,17 @@ def test_killing_a_worker_mid_stream_loses_nothing(
     produced = [page.url.encode() for page in pages]
 
     first = workers.start()
-    deadline = time.monotonic() + 120
-    done = 0
-    while time.monotonic() < deadline:
-        done = len(asyncio.run(read_topics(stream_settings, [RECORDS], idle_s=0.5)))
-        if done >= 20:
-            break
-        time.sleep(0.5)
+    done = len(
+        asyncio.run(
+            read_topics(
+                stream_settings,
+                [RECORDS],
+                idle_s=None,
+                deadline_s=120,
+                done=lambda messages: len(messages) >= 20,
+            )
+        )
+    )
     assert 20 <= done < len(pages), "the worker must be killed mid-stream"
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
