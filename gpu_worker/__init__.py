@@ -1,1 +1,2 @@
-"""Model inference for the label stage (vLLM); see the GPU worker issue."""
+"""Model inference for the label stage: profiles (profiles.py + profiles/*.toml), prompt,
+per-page answer constraint, vLLM engine and the ``VllmLabeller`` (labeller.py)."""

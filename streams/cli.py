@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -194,6 +195,8 @@ def _stream_settings(args: argparse.Namespace) -> StreamSettings:
 def cmd_worker(args: argparse.Namespace) -> int:
     from streams.worker import run_worker
 
+    if args.profile:  # the vLLM labeller reads its settings from DRIPSTREAM_VLLM_*
+        os.environ["DRIPSTREAM_VLLM_PROFILE"] = args.profile
     run_worker(_stream_settings(args))
     return 0
 
@@ -257,6 +260,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(_stream_settings(args), args.sources or [str(SAMPLES)], args.deadline)
 
 
+def cmd_soak(args: argparse.Namespace) -> int:
+    from streams.soak import run_soak
+
+    ledger = run_soak(
+        _stream_settings(args),
+        args.pages,
+        args.rate,
+        args.kill_every,
+        args.broker_pause,
+        seed=args.seed,
+    )
+    print(json.dumps(ledger, indent=1))
+    return 0 if ledger["lost"] == 0 else 1
+
+
 def cmd_broker(args: argparse.Namespace) -> int:
     from streams.demo import broker
 
@@ -310,6 +328,7 @@ def make_parser() -> argparse.ArgumentParser:
     worker = commands.add_parser("worker", help="run stream stages (until SIGTERM)")
     worker.add_argument("--stages", help="comma-separated: simplify,label,reconstruct,fallback")
     worker.add_argument("--labeller", choices=("heuristic", "vllm"))
+    worker.add_argument("--profile", help="vLLM model profile: a shipped name or a .toml path")
     worker.set_defaults(run=cmd_worker)
 
     topics = commands.add_parser("topics", help="create or describe the pipeline topics")
@@ -340,6 +359,21 @@ def make_parser() -> argparse.ArgumentParser:
     demo.add_argument("--deadline", type=float, default=180.0)
     demo.add_argument("--labeller", choices=("heuristic", "vllm"))
     demo.set_defaults(run=cmd_demo)
+
+    soak = commands.add_parser("soak", help="run the pipeline under a crawl with faults")
+    soak.add_argument("--pages", type=int, default=2000)
+    soak.add_argument("--rate", type=float, default=40.0, help="pages per second produced")
+    soak.add_argument(
+        "--kill-every", type=float, default=30.0, help="kill -9 a worker every S seconds (0: never)"
+    )
+    soak.add_argument(
+        "--broker-pause",
+        type=float,
+        default=30.0,
+        help="stop the broker this long once, mid-run (0: never)",
+    )
+    soak.add_argument("--seed", type=int, default=7)
+    soak.set_defaults(run=cmd_soak)
 
     broker = commands.add_parser("broker", help="the local Apache Kafka broker")
     broker.add_argument("action", choices=("up", "down", "status", "logs"))

@@ -1,0 +1,70 @@
+"""Model profiles: which weights, how the prompt is built, what the answer looks like.
+
+A profile is a TOML file (``gpu_worker/profiles/NAME.toml``, or any path); its prompt
+template is a text file beside it, so a user can drop in the exact wording their weights
+were trained with. In a template, ``{{html}}`` is replaced by the page's simplified HTML
+and ``{{block_count}}`` by its number of blocks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from topics.records import LABELS
+
+PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
+
+OutputFormat = Literal["json", "compact"]
+
+
+class ModelProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One labelling model family (see ``gpu_worker/profiles/*.toml``)."""
+
+    name: str
+    weights: str
+    """Hugging Face hub id or local folder (override: ``DRIPSTREAM_VLLM_MODEL``)."""
+    output_format: OutputFormat
+    prompt_template: str
+    """Template file, relative to the profile file."""
+    context_tokens: int
+    """Prompt + answer must fit (the model's max_model_len)."""
+    tokenizer: str | None = None
+    """Tokenizer folder or hub id when it is not the weights'."""
+    use_chat_template: bool = True
+    """Wrap the prompt as one user turn with the tokenizer's chat template."""
+    system_prompt: str | None = None
+    chat_template_kwargs: dict[str, Any] = {}
+    """Extra chat-template variables, e.g. ``enable_thinking = false`` for Qwen3."""
+    labels: list[str] = msgspec.field(default_factory=lambda: list(LABELS))
+    """Label vocabulary; the first is the main-content label."""
+    template_text: str = ""
+    """The template's text, filled in by ``load_profile``."""
+
+
+def profile_names() -> list[str]:
+    """The profiles shipped with the package."""
+    return sorted(path.stem for path in PROFILES_DIR.glob("*.toml"))
+
+
+def load_profile(name_or_path: str | Path, weights: str | None = None) -> ModelProfile:
+    """A shipped profile by name, or a profile file by path; ``weights`` overrides its
+    weights (a local folder instead of the hub id, say)."""
+    path = Path(name_or_path)
+    if path.suffix != ".toml":
+        path = PROFILES_DIR / f"{name_or_path}.toml"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no model profile {name_or_path!r} (shipped: {', '.join(profile_names())})"
+        )
+    profile = msgspec.toml.decode(path.read_bytes(), type=ModelProfile)
+    if len(set(profile.labels)) != len(profile.labels) or len(profile.labels) < 2:
+        raise ValueError(f"{path}: labels must be two or more distinct words")
+    template = (path.parent / profile.prompt_template).read_text(encoding="utf-8")
+    if "{{html}}" not in template:
+        raise ValueError(f"{profile.prompt_template}: the template has no {{{{html}}}}")
+    return msgspec.structs.replace(
+        profile, template_text=template, weights=weights or profile.weights
+    )
