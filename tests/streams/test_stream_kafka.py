@@ -21,6 +21,7 @@ from streams.stages import ATTEMPTS_HEADER, SOURCE_HEADER
 from streams.tools import (
     compute_ledger,
     describe_dead_letter,
+    produce_pages,
     read_topics,
     replay_dead_letters,
     wait_for_outputs,
@@ -145,8 +146,7 @@ def test_killing_a_worker_mid_stream_loses_nothing(
         for copy in range(3)
         for row in rows
     ]
-    asyncio.run(send_all(stream_settings, [(p.url.encode(), to_msgpack(p), []) for p in pages]))
-    produced = [page.url.encode() for page in pages]
+    produced = asyncio.run(produce_pages(stream_settings, pages, progress=False))
 
     first = workers.start()
     done = len(
