@@ -18,6 +18,7 @@ from topics.records import LABELS
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
 
 OutputFormat = Literal["json", "compact"]
+HtmlLayout = Literal["nested", "flat"]
 
 
 class ModelProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -38,6 +39,9 @@ class ModelProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     system_prompt: str | None = None
     chat_template_kwargs: dict[str, Any] = {}
     """Extra chat-template variables, e.g. ``enable_thinking = false`` for Qwen3."""
+    html_layout: HtmlLayout = "nested"
+    """``nested``: the simplified page with its class/id containers; ``flat``: the blocks
+    alone, one after another (the published models' training form)."""
     labels: list[str] = msgspec.field(default_factory=lambda: list(LABELS))
     """Label vocabulary; the first is the main-content label."""
     template_text: str = ""

@@ -5,13 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_worker.profiles import ModelProfile
+from processors.simplify import flat_items
 from topics.records import SimplifiedPage
 
 
 def render_prompt(profile: ModelProfile, page: SimplifiedPage) -> str:
-    """The profile's template filled with the page (its simplified HTML and block count)."""
+    """The profile's template filled with the page (its simplified HTML, in the profile's
+    layout, and its block count)."""
+    html = (
+        page.simplified_html
+        if profile.html_layout == "nested"
+        else flat_items(page.simplified_html)
+    )
     return profile.template_text.replace("{{block_count}}", str(page.block_count)).replace(
-        "{{html}}", page.simplified_html
+        "{{html}}", html
     )
 
 

@@ -477,3 +477,11 @@ def simplify(html: str, config: SimplifyConfig | None = None) -> SimplifiedDocum
         mapping_blocks=mapping_blocks,
         marked=marked,
     )
+
+
+def flat_items(simplified_html: str) -> str:
+    """The blocks alone, one after another in a minimal document, without the containers
+    around them: the form the published Dripper models were trained on."""
+    items = LexborHTMLParser(simplified_html).css("[_item_id]")
+    body = "".join(node.html or "" for node in items)
+    return f'<html><head><meta charset="utf-8"></head><body>{body}</body></html>'

@@ -107,3 +107,19 @@ def test_vllm_settings_from_env() -> None:
     assert settings.engine.gpu_memory_utilization == 0.5
     with pytest.raises(ValueError, match="boolean"):
         settings_from_env({"DRIPSTREAM_VLLM_PREFIX_CACHING": "maybe"})
+
+
+def test_published_profiles_show_the_model_the_blocks_alone() -> None:
+    from gpu_worker.prompt import render_prompt
+    from processors.pipeline import PipelineSettings, simplify_page
+    from topics.records import RawPage
+
+    html = (
+        b"<body><article class='post'><h1>Lighthouses</h1><div class='text'>"
+        b"<p>Keepers once lived in the towers.</p></div></article></body>"
+    )
+    page = simplify_page(RawPage(url="https://l.example/", html=html), PipelineSettings())
+    flat = render_prompt(load_profile("mineru-html-qwen3-0.6b"), page)
+    assert "<article" not in flat and '_item_id="2"' in flat
+    nested = render_prompt(load_profile("test-qwen3-tiny-random"), page)
+    assert '<article class="post">' in nested

@@ -7,7 +7,7 @@ import re
 import pytest
 from selectolax.lexbor import LexborHTMLParser
 
-from processors.simplify import SimplifiedDocument, SimplifyConfig, simplify
+from processors.simplify import SimplifiedDocument, SimplifyConfig, flat_items, simplify
 
 _ITEM_ID = re.compile(r'_item_id="(\d+)"')
 
@@ -320,3 +320,19 @@ def test_mark_attr_does_not_change_segmentation() -> None:
     marked = simplify(page, SimplifyConfig(mark_attr="cc-select"))
     assert plain.mapping_blocks == marked.mapping_blocks
     assert plain.simplified_html == marked.simplified_html
+
+
+def test_flat_items_keep_every_block_in_order_without_containers() -> None:
+    html = (
+        "<body><main><article class='post'><h1>Title</h1><div class='body'><p>One.</p>"
+        "<p>Two <b>bold</b>.</p></div><table><tr><td><p>Cell</p></td></tr></table>"
+        "</article></main></body>"
+    )
+    document = simplify(html)
+    flat = flat_items(document.simplified_html)
+    nodes = LexborHTMLParser(flat).css("[_item_id]")
+    assert [n.attributes["_item_id"] for n in nodes] == [
+        str(i) for i in range(1, document.block_count + 1)
+    ]
+    assert "<article" not in flat and 'class="body"' not in flat
+    assert flat.startswith('<html><head><meta charset="utf-8"></head><body>')

@@ -83,6 +83,7 @@ def test_every_input_ends_as_exactly_one_record_fallback_or_dead_letter(
         (b"https://broken.example/", to_msgpack(pages[0])[:40], []),
         (None, bare, [("url", b"https://bare.example/")]),
         (b"https://json.example/a", json_page.encode(), []),
+        (b"https://huge.example/", b"<html><body><p>" + b"a" * 17_000_000, []),
     ]
     workers.start(DRIPSTREAM_CONTEXT_TOKENS=str(context_tokens))
     asyncio.run(send_all(stream_settings, messages))
@@ -111,6 +112,10 @@ def test_every_input_ends_as_exactly_one_record_fallback_or_dead_letter(
     assert over_record["fallback_reason"] == "over_token_budget"
     assert over_record["markdown"]
 
+    (huge,) = by_source[b"https://huge.example/"]
+    huge_letter = describe_dead_letter(huge)
+    assert huge_letter["error_class"] == "TooLarge"
+    assert huge_letter["payload"] is None and huge_letter["payload_size"] > 17_000_000
     expected_dead = {
         b"https://pdf.example/doc.pdf": "NotHtml",
         b"https://empty.example/": "MalformedInput",
