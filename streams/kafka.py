@@ -11,7 +11,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import TopicAlreadyExistsError, for_code
 
 from streams.settings import StreamSettings
 from topics.topics import DAY_MS, MAX_MESSAGE_BYTES, TopicSpec, topic_specs
@@ -91,13 +91,18 @@ async def create_topics(settings: StreamSettings) -> dict[str, str]:
             outcome[spec.name(settings.topic_prefix)] = "exists"
         for spec in wanted:
             name = spec.name(settings.topic_prefix)
-            try:
-                await admin.create_topics(
-                    [NewTopic(name, spec.partitions, spec.replication, topic_configs=spec.config())]
-                )
-                outcome[name] = "created"
-            except TopicAlreadyExistsError:
-                outcome[name] = "exists"
+            response = await admin.create_topics(
+                [NewTopic(name, spec.partitions, spec.replication, topic_configs=spec.config())]
+            )
+            # aiokafka reports per-topic failures in the response instead of raising.
+            for topic_error in response.topic_errors:
+                code = topic_error[1]
+                if code == TopicAlreadyExistsError.errno:
+                    outcome[name] = "exists"
+                elif code:
+                    raise for_code(code)(f"creating {name}: {topic_error[-1]}")
+                else:
+                    outcome[name] = "created"
     finally:
         await admin.close()
     return outcome

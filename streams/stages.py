@@ -26,6 +26,7 @@ from processors.pipeline import (
     simplify_page,
     to_fallback,
 )
+from streams import metrics
 from streams.adapter import MalformedInput, parse_raw_page
 from topics.codecs import SchemaVersionError, from_msgpack, to_json, to_msgpack
 from topics.records import DeadLetter, FallbackRequest, LabelledPage, PageRecord, SimplifiedPage
@@ -227,6 +228,8 @@ async def label_messages(messages: Sequence[Inbound], context: StageContext) -> 
         else:
             batch_ms = (time.perf_counter() - started) * 1000
             results = apply_label_outcomes(pages, outcomes, labeller_name, batch_ms)
+            metrics.LABEL_TOKENS.labels("in").inc(sum(o.tokens_in for o in outcomes))
+            metrics.LABEL_TOKENS.labels("out").inc(sum(o.tokens_out for o in outcomes))
         for index, result in zip(slots, results, strict=True):
             outputs[index] = _forward(messages[index], result)
     return [output for output in outputs if output is not None]

@@ -226,3 +226,12 @@ def test_worker_serves_health_readiness_and_metrics(
     metrics = get("/metrics")[1]
     assert 'dripstream_pages_in_total{stage="simplify"} 1.0' in metrics
     assert 'dripstream_pages_out_total{route="record",stage="reconstruct"} 1.0' in metrics
+
+
+def test_creating_topics_twice_reports_them_as_existing(stream_settings: StreamSettings) -> None:
+    from streams.kafka import create_topics, describe_topics
+
+    # stream_settings created them already: nothing is created again.
+    assert set(asyncio.run(create_topics(stream_settings)).values()) == {"exists"}
+    described = asyncio.run(describe_topics(stream_settings))
+    assert all(t["exists"] and t["partitions"] == stream_settings.partitions for t in described)
