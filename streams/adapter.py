@@ -10,7 +10,7 @@ from __future__ import annotations
 import msgspec
 
 from topics.codecs import SchemaVersionError, from_json, from_msgpack
-from topics.records import SCHEMA_VERSION, RawPage
+from topics.records import RawPage
 
 URL_HEADERS = ("url", "x-url", "dripstream-url")
 _MSGPACK_MAP = frozenset((*range(0x80, 0x90), 0xDE, 0xDF))  # fixmap, map16, map32
@@ -22,16 +22,22 @@ class MalformedInput(ValueError):
     reason = "malformed_input"
 
 
-class _JsonRawPage(msgspec.Struct, frozen=True, kw_only=True):
-    url: str
-    html: str
-    content_type: str | None = None
-    charset: str | None = None
-    status: int | None = None
-    fetched_at: float | None = None
-    crawl_id: str | None = None
-    headers: dict[str, str] = {}
-    schema_version: int = SCHEMA_VERSION
+def _json_field(info: msgspec.structs.FieldInfo) -> tuple:
+    kind = str if info.name == "html" else info.type  # JSON carries the page as text
+    if info.default is not msgspec.NODEFAULT:
+        return (info.name, kind, info.default)
+    if info.default_factory is not msgspec.NODEFAULT:
+        return (info.name, kind, msgspec.field(default_factory=info.default_factory))
+    return (info.name, kind)
+
+
+# RawPage's own fields, with ``html`` as a string: the JSON form of the input record.
+_JsonRawPage = msgspec.defstruct(
+    "JsonRawPage",
+    [_json_field(info) for info in msgspec.structs.fields(RawPage)],
+    frozen=True,
+    kw_only=True,
+)
 
 
 def _header(headers: dict[str, bytes], names: tuple[str, ...]) -> str | None:
@@ -56,16 +62,10 @@ def parse_raw_page(key: bytes | None, value: bytes | None, headers: dict[str, by
             page = from_json(value, _JsonRawPage)
         except (msgspec.DecodeError, msgspec.ValidationError, SchemaVersionError) as error:
             raise MalformedInput(f"JSON value is not a RawPage: {error}") from None
-        return RawPage(
-            url=page.url,
-            html=page.html.encode("utf-8"),
-            charset="utf-8",
-            content_type=page.content_type,
-            status=page.status,
-            fetched_at=page.fetched_at,
-            crawl_id=page.crawl_id,
-            headers=page.headers,
-        )
+        fields = msgspec.structs.asdict(page)
+        # The text is re-encoded as UTF-8, whatever charset the crawler saw.
+        fields.update(html=page.html.encode("utf-8"), charset="utf-8")
+        return RawPage(**fields)
     url = _header(headers, URL_HEADERS) or (key.decode("utf-8", "replace") if key else None)
     if not url:
         raise MalformedInput("a bare HTML value needs the URL in the key or a 'url' header")
