@@ -28,17 +28,11 @@ from processors.pipeline import PipelineSettings, extract_pages
 from streams.demo import broker, start_worker, stop_process
 from streams.kafka import create_topics
 from streams.settings import StreamSettings
+from streams.soak import rss_mib
 from streams.stages import SOURCE_HEADER
 from streams.tools import produce_pages, read_topics, wait_for_outputs
 from topics.records import RawPage
 from topics.topics import PAGES
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def cpu_seconds(pid: int) -> float:

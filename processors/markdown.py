@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html as htmlmod
 import re
+from collections.abc import Iterator
 from urllib.parse import urljoin
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
@@ -60,12 +61,9 @@ class _Converter:
             if text:
                 out.append(text)
 
-        for child in node.iter(include_text=True):
-            tag = child.tag
+        for tag, child in _content_children(node):
             if tag == "-text":
                 run.append(_text(child.text_content or ""))
-            elif tag is None or tag.startswith("-") or tag in _SKIP:
-                continue
             elif tag in BLOCK_TAGS or (
                 tag == "math" and child.attributes.get("display") == "block"
             ):
@@ -192,16 +190,10 @@ class _Converter:
     # -- inline ---------------------------------------------------------------------------
 
     def inline_children(self, node: LexborNode) -> str:
-        parts = []
-        for child in node.iter(include_text=True):
-            tag = child.tag
-            if tag == "-text":
-                parts.append(_text(child.text_content or ""))
-            elif tag is None or tag.startswith("-") or tag in _SKIP:
-                continue
-            else:
-                parts.append(self.inline(child, tag))
-        return "".join(parts)
+        return "".join(
+            _text(child.text_content or "") if tag == "-text" else self.inline(child, tag)
+            for tag, child in _content_children(node)
+        )
 
     def inline(self, node: LexborNode, tag: str) -> str:
         if tag == "br":
@@ -237,6 +229,15 @@ class _Converter:
                 text = inner.strip()
                 return f"{_lead(inner)}{mark}{text}{mark}{_trail(inner)}" if text else inner
         return inner
+
+
+def _content_children(node: LexborNode) -> Iterator[tuple[str, LexborNode]]:
+    """(tag, child) for the text and element children that carry content ("-text" for text);
+    comments and non-content elements are left out."""
+    for child in node.iter(include_text=True):
+        tag = child.tag
+        if tag == "-text" or (tag and not tag.startswith("-") and tag not in _SKIP):
+            yield tag, child
 
 
 def _lead(text: str) -> str:

@@ -110,6 +110,18 @@ async def produce_steadily(
     return keys
 
 
+def rss_mib(pid: int) -> float:
+    """Resident memory of a process in MiB (0 when it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    return next(
+        (int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmRSS:")),
+        0.0,
+    )
+
+
 @dataclass
 class _Fleet:
     """One worker process per stage, restartable, with RSS sampling."""
@@ -150,18 +162,7 @@ class _Fleet:
 
     def sample(self) -> None:
         for stage, process in self.processes.items():
-            try:
-                status = Path(f"/proc/{process.pid}/status").read_text()
-            except OSError:
-                continue
-            rss = next(
-                (
-                    int(line.split()[1]) / 1024
-                    for line in status.splitlines()
-                    if line.startswith("VmRSS:")
-                ),
-                0.0,
-            )
+            rss = rss_mib(process.pid)
             self.peak_rss_mib[stage] = max(self.peak_rss_mib.get(stage, 0.0), rss)
 
     def stop(self) -> None:

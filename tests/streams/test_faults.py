@@ -8,11 +8,11 @@ import time
 from pathlib import Path
 
 import pytest
+from stream_helpers import dev_pages, wait_for_records
 
 from streams.settings import StreamSettings
-from streams.soak import run_soak
+from streams.soak import rss_mib, run_soak
 from streams.tools import compute_ledger, produce_pages, read_topics, wait_for_outputs
-from topics.records import RawPage
 from topics.topics import RECORDS
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -21,33 +21,12 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 def test_a_second_worker_joining_and_leaving_mid_run_loses_nothing(
     stream_settings: StreamSettings, workers, data_dir: Path
 ) -> None:
-    rows = [json.loads(line) for line in (data_dir / "articles_dev.jsonl").open()]
-    pages = [
-        RawPage(url=f"{row['url']}#r{copy}", html=row["html"].encode(), charset="utf-8")
-        for copy in range(3)
-        for row in rows
-    ]
+    pages = dev_pages(data_dir, copies=3, tag="r")
     produced = asyncio.run(produce_pages(stream_settings, pages, progress=False))
     workers.start()
-    asyncio.run(
-        read_topics(
-            stream_settings,
-            [RECORDS],
-            idle_s=None,
-            deadline_s=120,
-            done=lambda messages: len(messages) >= 20,
-        )
-    )
+    wait_for_records(stream_settings, 20)
     second = workers.start()  # same consumer group: partitions are rebalanced
-    asyncio.run(
-        read_topics(
-            stream_settings,
-            [RECORDS],
-            idle_s=None,
-            deadline_s=120,
-            done=lambda messages: len(messages) >= 120,
-        )
-    )
+    wait_for_records(stream_settings, 120)
     second.terminate()  # leaves: its partitions go back to the first worker
     second.wait(60)
     outputs = asyncio.run(wait_for_outputs(stream_settings, produced, deadline_s=300))
@@ -68,32 +47,21 @@ def test_soak_with_per_stage_kills_and_a_broker_restart_loses_nothing(
     print(f"soak ledger: {json.dumps(ledger)}")
 
 
-def _rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def test_unread_records_do_not_grow_worker_memory(
     stream_settings: StreamSettings, workers, data_dir: Path
 ) -> None:
     """Nobody reads the records topic while 4 bursts go through: memory stays flat."""
-    rows = [json.loads(line) for line in (data_dir / "articles_dev.jsonl").open()]
     worker = workers.start()
     peaks = []
     for burst in range(4):
-        pages = [
-            RawPage(url=f"{row['url']}#m{burst}", html=row["html"].encode(), charset="utf-8")
-            for row in rows
-        ]
+        pages = dev_pages(data_dir, copies=1, tag=f"m{burst}")
         asyncio.run(produce_pages(stream_settings, pages, progress=False))
         peak = 0.0
         # Wait for this burst to come out (counting dead letters too), sampling memory.
-        wanted = (burst + 1) * len(rows)
+        wanted = (burst + 1) * len(pages)
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
-            peak = max(peak, _rss_mib(worker.pid))
+            peak = max(peak, rss_mib(worker.pid))
             done = asyncio.run(
                 read_topics(
                     stream_settings,

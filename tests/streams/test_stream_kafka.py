@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from stream_helpers import dev_pages, wait_for_records
 
 from processors.pipeline import PipelineSettings, simplify_page
 from processors.tokens import TokenBudget
@@ -145,26 +146,11 @@ def test_every_input_ends_as_exactly_one_record_fallback_or_dead_letter(
 def test_killing_a_worker_mid_stream_loses_nothing(
     stream_settings: StreamSettings, workers, data_dir: Path
 ) -> None:
-    rows = [json.loads(line) for line in (data_dir / "articles_dev.jsonl").open()]
-    pages = [
-        RawPage(url=f"{row['url']}#copy{copy}", html=row["html"].encode(), charset="utf-8")
-        for copy in range(3)
-        for row in rows
-    ]
+    pages = dev_pages(data_dir, copies=3, tag="copy")
     produced = asyncio.run(produce_pages(stream_settings, pages, progress=False))
 
     first = workers.start()
-    done = len(
-        asyncio.run(
-            read_topics(
-                stream_settings,
-                [RECORDS],
-                idle_s=None,
-                deadline_s=120,
-                done=lambda messages: len(messages) >= 20,
-            )
-        )
-    )
+    done = wait_for_records(stream_settings, 20)
     assert 20 <= done < len(pages), "the worker must be killed mid-stream"
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
