@@ -28,10 +28,11 @@ from gpu_worker.constraint import (
     parse_answer,
 )
 from gpu_worker.engine import EngineSettings, start_engine
-from gpu_worker.profiles import ModelProfile, load_profile
+from gpu_worker.profiles import DEFAULT_PROFILE, ModelProfile, load_profile
 from gpu_worker.prompt import PromptEncoder
-from gpu_worker.settings import VllmSettings, settings_from_env
+from gpu_worker.settings import engine_settings_from_env
 from processors.labellers.base import LabelOutcome
+from processors.labellers.registry import LabellerOptions
 from topics.records import SimplifiedPage
 
 log = logging.getLogger(__name__)
@@ -45,16 +46,14 @@ class VllmLabeller:
         self,
         profile: ModelProfile,
         engine: EngineSettings | None = None,
-        tokenizer: str | None = None,
-        max_model_len: int | None = None,
     ) -> None:
         from transformers import AutoTokenizer
 
         self.profile = profile
         self.name = f"vllm:{profile.name}"
         self.settings = engine or EngineSettings()
-        self.context_tokens = max_model_len or profile.context_tokens
-        self._tokenizer_path = tokenizer or profile.tokenizer
+        self.context_tokens = profile.context_tokens
+        self._tokenizer_path = profile.tokenizer
         self.prompts = PromptEncoder(
             profile, AutoTokenizer.from_pretrained(self._tokenizer_path or profile.weights)
         )
@@ -67,6 +66,13 @@ class VllmLabeller:
         self._restart = asyncio.Lock()
         self._slots = asyncio.Semaphore(self.settings.max_in_flight)
         self._run(self._ensure_engine())
+
+    @classmethod
+    def from_options(cls, options: LabellerOptions) -> VllmLabeller:
+        """The profile and weights the pipeline chose; engine knobs from
+        ``DRIPSTREAM_VLLM_*``."""
+        profile = load_profile(options.profile or DEFAULT_PROFILE, weights=options.model)
+        return cls(profile, engine=engine_settings_from_env())
 
     def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
@@ -172,14 +178,3 @@ class VllmLabeller:
         if final is None or not final.outputs:
             raise RuntimeError(f"no output for request {request_id}")
         return final.outputs[0]
-
-
-def build_vllm_labeller(settings: VllmSettings | None = None) -> VllmLabeller:
-    """A ``VllmLabeller`` from settings (default: the ``DRIPSTREAM_VLLM_*`` variables)."""
-    settings = settings or settings_from_env()
-    return VllmLabeller(
-        load_profile(settings.profile, weights=settings.model),
-        engine=settings.engine,
-        tokenizer=settings.tokenizer,
-        max_model_len=settings.max_model_len,
-    )

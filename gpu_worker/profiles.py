@@ -13,9 +13,17 @@ from typing import Any, Literal
 
 import msgspec
 
+from processors.pipeline import PipelineSettings
+from processors.tokens import (
+    EstimatedTokenCounter,
+    HuggingFaceTokenCounter,
+    TokenBudget,
+    TokenCounter,
+)
 from topics.records import LABELS
 
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
+DEFAULT_PROFILE = "mineru-html-qwen3-0.6b"
 
 OutputFormat = Literal["json", "compact"]
 HtmlLayout = Literal["nested", "flat"]
@@ -26,12 +34,13 @@ class ModelProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 
     name: str
     weights: str
-    """Hugging Face hub id or local folder (override: ``DRIPSTREAM_VLLM_MODEL``)."""
+    """Hugging Face hub id or local folder (override: ``DRIPSTREAM_MODEL`` / ``--model``)."""
     output_format: OutputFormat
     prompt_template: str
     """Template file, relative to the profile file."""
     context_tokens: int
-    """Prompt + answer must fit (the model's max_model_len)."""
+    """Prompt + answer must fit (the model's max_model_len); also the simplify stage's
+    token budget, so the whole pipeline has one context size."""
     tokenizer: str | None = None
     """Tokenizer folder or hub id when it is not the weights'."""
     use_chat_template: bool = True
@@ -71,4 +80,39 @@ def load_profile(name_or_path: str | Path, weights: str | None = None) -> ModelP
         raise ValueError(f"{profile.prompt_template}: the template has no {{{{html}}}}")
     return msgspec.structs.replace(
         profile, template_text=template, weights=weights or profile.weights
+    )
+
+
+def _tokenizer_file(location: str) -> Path | None:
+    """``tokenizer.json`` of a local folder or file, or of a hub id already in the local
+    Hugging Face cache; None when it is not on this machine."""
+    path = Path(location)
+    if path.is_file():
+        return path
+    if (path / "tokenizer.json").is_file():
+        return path / "tokenizer.json"
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    try:
+        cached = try_to_load_from_cache(location, "tokenizer.json")
+    except ValueError:  # not a valid repo id
+        return None
+    return Path(cached) if isinstance(cached, str) else None
+
+
+def token_counter(profile: ModelProfile) -> TokenCounter:
+    """The profile's own tokenizer (``tokenizer``, else the weights'); the named estimate
+    when it is not on this machine (a hub id that was never downloaded)."""
+    found = _tokenizer_file(profile.tokenizer or profile.weights)
+    return HuggingFaceTokenCounter(found) if found else EstimatedTokenCounter()
+
+
+def pipeline_settings(profile: ModelProfile) -> PipelineSettings:
+    """The CPU stages' settings for this profile: its context as the token budget, counted
+    with its tokenizer. The simplify stage and the labeller read the same numbers."""
+    return PipelineSettings(
+        budget=TokenBudget(context_tokens=profile.context_tokens),
+        token_counter=token_counter(profile),
     )

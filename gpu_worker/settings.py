@@ -1,26 +1,18 @@
-"""The vLLM labeller's settings, from ``DRIPSTREAM_VLLM_*`` environment variables."""
+"""The vLLM engine's settings, from ``DRIPSTREAM_VLLM_*`` environment variables.
+
+Which model runs (profile, weights) is not here: the profile is chosen once for the
+whole pipeline (``DRIPSTREAM_PROFILE`` / ``--profile``), because it also sets the
+simplify stage's token budget.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from gpu_worker.engine import EngineSettings
 
-DEFAULT_PROFILE = "mineru-html-qwen3-0.6b"
 PREFIX = "DRIPSTREAM_VLLM_"
-
-
-@dataclass(frozen=True)
-class VllmSettings:
-    """Which profile and weights, the context limit, and the engine's settings."""
-
-    profile: str = DEFAULT_PROFILE
-    model: str | None = None
-    tokenizer: str | None = None
-    max_model_len: int | None = None
-    engine: EngineSettings = field(default_factory=EngineSettings)
 
 
 def _flag(value: str) -> bool:
@@ -48,19 +40,13 @@ _ENGINE_VARIABLES = {
 }
 
 
-def settings_from_env(env: Mapping[str, str] | None = None) -> VllmSettings:
+def engine_settings_from_env(env: Mapping[str, str] | None = None) -> EngineSettings:
     """Read ``DRIPSTREAM_VLLM_*``; unset variables keep the defaults."""
     env = os.environ if env is None else env
-    engine = {
-        name: parse(env[PREFIX + suffix])
-        for suffix, (name, parse) in _ENGINE_VARIABLES.items()
-        if env.get(PREFIX + suffix)
-    }
-    max_model_len = env.get(PREFIX + "MAX_MODEL_LEN")
-    return VllmSettings(
-        profile=env.get(PREFIX + "PROFILE") or DEFAULT_PROFILE,
-        model=env.get(PREFIX + "MODEL") or None,
-        tokenizer=env.get(PREFIX + "TOKENIZER") or None,
-        max_model_len=int(max_model_len) if max_model_len else None,
-        engine=EngineSettings(**engine),
+    return EngineSettings(
+        **{
+            name: parse(env[PREFIX + suffix])
+            for suffix, (name, parse) in _ENGINE_VARIABLES.items()
+            if env.get(PREFIX + suffix)
+        }
     )

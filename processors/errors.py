@@ -53,3 +53,28 @@ class NotAnnotated(PageError):
     """The oracle labeller was given a page without annotation marks."""
 
     reason = "not_annotated"
+
+
+class PageMemoryExceeded(PageError):
+    """The page's work needed more memory than the per-page limit (sandbox)."""
+
+    reason = "memory_limit"
+
+
+class WorkerCrashed(PageError):
+    """The page's work ended its child process or raised an unexpected error."""
+
+    reason = "crashed"
+
+
+class SourceExpired(PageError):
+    """The fallback stage could not fetch the original page: the pages topic's
+    retention (or a deletion) removed it before the fallback ran."""
+
+    reason = "source_expired"
+
+
+class OutputTooLarge(PageError):
+    """A stage's output is larger than a Kafka message may be."""
+
+    reason = "output_too_large"

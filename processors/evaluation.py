@@ -7,17 +7,16 @@ simplified, whatever the labeller; the oracle reads its labels from the marks fi
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from processors.annotations import strip_annotation_marks
-from processors.labellers.base import Labeller
-from processors.labellers.oracle import OracleLabeller
+from processors.labellers.base import AnnotationReader, Labeller
 from processors.pipeline import Outcome, PipelineSettings, extract_pages
+from processors.sandbox import PageRunner
 from processors.scoring import score_page
-from topics.records import RawPage, page_id
+from processors.sources import raw_page_from_row
+from topics.records import page_id
 
 
 @dataclass(frozen=True)
@@ -60,16 +59,6 @@ class EvalReport:
         return {subset: sum(v) / len(v) for subset, v in groups.items()}
 
 
-def read_dataset(path: str | Path) -> Iterator[dict]:
-    with open(path, encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if line.strip():
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise ValueError(f"{path}:{number}: not a JSON object: {error}") from error
-
-
 def _subset(row: dict) -> str | None:
     meta = row.get("meta")
     return meta.get("subset") if isinstance(meta, dict) else None
@@ -81,6 +70,7 @@ def evaluate(
     settings: PipelineSettings,
     batch_size: int = 16,
     progress: Callable[[int], None] | None = None,
+    runner: PageRunner | None = None,
 ) -> EvalReport:
     """Run the whole pipeline on every page and score it against its gold."""
     scores: list[PageScore] = []
@@ -88,14 +78,11 @@ def evaluate(
         batch = rows[start : start + batch_size]
         raws = []
         for row in batch:
-            raw = RawPage(
-                url=row.get("url") or row["id"],
-                html=strip_annotation_marks(row["html"]).encode("utf-8"),
-            )
-            if isinstance(labeller, OracleLabeller):
+            raw = raw_page_from_row(row, html=strip_annotation_marks(row["html"]))
+            if isinstance(labeller, AnnotationReader):
                 labeller.read_annotations(page_id(raw.url, raw.html), row["html"])
             raws.append(raw)
-        outcomes = extract_pages(raws, labeller, settings)
+        outcomes = extract_pages(raws, labeller, settings, runner)
         for row, outcome in zip(batch, outcomes, strict=True):
             scores.append(_score(row, outcome))
         if progress is not None:

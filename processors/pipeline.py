@@ -1,10 +1,13 @@
 """One function per stage, the same code the stream agents and the offline CLI run.
 
-simplify_page(RawPage)        -> SimplifiedPage | FallbackRequest   (raises PageError)
-label_pages([SimplifiedPage]) -> [LabelledPage | FallbackRequest]
-reconstruct_page(LabelledPage)-> PageRecord | FallbackRequest
-fallback_page(FallbackRequest)-> PageRecord                         (raises PageError)
-extract_page(RawPage)         -> Outcome  (all of the above, for offline use)
+simplify_page(RawPage)                 -> SimplifiedPage | FallbackRequest  (raises PageError)
+label_pages([SimplifiedPage])          -> [LabelledPage | FallbackRequest]
+reconstruct_page(LabelledPage)         -> PageRecord | FallbackRequest
+fallback_page(FallbackRequest, RawPage)-> PageRecord                        (raises PageError)
+extract_pages([RawPage])               -> [Outcome]  (all of the above, for offline use)
+
+Records after simplification do not carry the page: the fallback gets it from the caller
+(offline) or from the pages topic by the record's ``source`` pointer (stream).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from processors.fallback import EXTRACTOR as FALLBACK_EXTRACTOR
 from processors.fallback import fallback_markdown
 from processors.labellers.base import Labeller, LabelOutcome
 from processors.reconstruct import reconstruct
+from processors.sandbox import InProcess, PageRunner
 from processors.simplify import SimplifyConfig, simplify
 from processors.tokens import EstimatedTokenCounter, TokenBudget, TokenCounter
 from topics.records import (
@@ -27,6 +31,7 @@ from topics.records import (
     PageRecord,
     RawPage,
     SimplifiedPage,
+    SourceRef,
     page_id,
 )
 
@@ -44,13 +49,22 @@ def _ms_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
 
 
-def simplify_page(raw: RawPage, settings: PipelineSettings) -> SimplifiedPage | FallbackRequest:
-    """Decode, check and simplify; pages over the token budget or without blocks go to
-    fallback. Unusable input raises a PageError subclass (-> dead letter)."""
-    started = time.perf_counter()
+def decoded_page(raw: RawPage) -> str:
+    """The page as text, checked: raises a PageError for input that is not a page."""
     content_type = raw.content_type or raw.headers.get("content-type")
     text = decode_html(raw.html, raw.charset)
     check_html(raw.html, text, content_type)
+    return text
+
+
+def simplify_page(
+    raw: RawPage, settings: PipelineSettings, source: SourceRef | None = None
+) -> SimplifiedPage | FallbackRequest:
+    """Decode, check and simplify; pages over the token budget or without blocks go to
+    fallback. Unusable input raises a PageError subclass (-> dead letter). ``source``
+    says where the page lies on the pages topic, for a later fallback."""
+    started = time.perf_counter()
+    text = decoded_page(raw)
     document = simplify(text, settings.simplify)
     pid = page_id(raw.url, raw.html)
     tokens = settings.token_counter.count(document.simplified_html)
@@ -65,9 +79,9 @@ def simplify_page(raw: RawPage, settings: PipelineSettings) -> SimplifiedPage | 
             page_id=pid,
             url=raw.url,
             title=document.title,
-            source_html=text,
             reason=reason,
             stage="simplify",
+            source=source,
             token_count=tokens,
             timings_ms=timings,
         )
@@ -79,7 +93,7 @@ def simplify_page(raw: RawPage, settings: PipelineSettings) -> SimplifiedPage | 
         mapping_blocks=document.mapping_blocks,
         token_count=tokens,
         tokenizer=settings.token_counter.name,
-        source_html=text,
+        source=source,
         timings_ms=timings,
     )
 
@@ -89,9 +103,9 @@ def to_fallback(page: SimplifiedPage | LabelledPage, reason: str, stage: str) ->
         page_id=page.page_id,
         url=page.url,
         title=page.title,
-        source_html=page.source_html,
         reason=reason,
         stage=stage,
+        source=page.source,
         token_count=page.token_count,
         timings_ms=dict(page.timings_ms),
     )
@@ -135,7 +149,8 @@ def apply_label_outcomes(
                 labels=outcome.labels,
                 labeller=labeller_name,
                 token_count=page.token_count,
-                source_html=page.source_html,
+                confidence=outcome.confidence,
+                source=page.source,
                 timings_ms=timings,
             )
         )
@@ -162,10 +177,10 @@ def reconstruct_page(page: LabelledPage) -> PageRecord | FallbackRequest:
     )
 
 
-def fallback_page(request: FallbackRequest) -> PageRecord:
+def fallback_page(request: FallbackRequest, raw: RawPage) -> PageRecord:
     """trafilatura on the page; raises NothingSelected when it finds nothing either."""
     started = time.perf_counter()
-    markdown = fallback_markdown(request.source_html, request.url)
+    markdown = fallback_markdown(decoded_page(raw), request.url)
     return PageRecord(
         id=request.page_id,
         url=request.url,
@@ -189,44 +204,64 @@ class Outcome:
     message: str | None = None
 
 
-def _finish(step: PageRecord | FallbackRequest) -> Outcome:
+def _error(error: PageError, context: str = "") -> Outcome:
+    return Outcome(
+        "error",
+        reason=error.reason,
+        error_class=type(error).__name__,
+        message=f"{context}{error}",
+    )
+
+
+def simplify_step(settings: PipelineSettings, raw: RawPage) -> SimplifiedPage | FallbackRequest:
+    """``simplify_page`` as a runner step (context first)."""
+    return simplify_page(raw, settings)
+
+
+def finish_step(
+    settings: PipelineSettings, item: tuple[LabelledPage | FallbackRequest, RawPage]
+) -> Outcome:
+    """Reconstruct a labelled page, or run the fallback, into an offline Outcome."""
+    step, raw = item
+    if isinstance(step, LabelledPage):
+        step = reconstruct_page(step)
     if isinstance(step, PageRecord):
         return Outcome("ok", step)
     try:
-        return Outcome("fallback", fallback_page(step), reason=step.reason)
+        return Outcome("fallback", fallback_page(step, raw), reason=step.reason)
     except PageError as error:
-        return Outcome(
-            "error",
-            reason=error.reason,
-            error_class=type(error).__name__,
-            message=f"{step.reason}; fallback: {error}",
-        )
+        return _error(error, f"{step.reason}; fallback: ")
 
 
 def extract_pages(
-    raws: Sequence[RawPage], labeller: Labeller, settings: PipelineSettings
+    raws: Sequence[RawPage],
+    labeller: Labeller,
+    settings: PipelineSettings,
+    runner: PageRunner | None = None,
 ) -> list[Outcome]:
-    """The whole pipeline for a batch of pages, without Kafka."""
+    """The whole pipeline for a batch of pages, without Kafka.
+
+    The CPU steps run through ``runner``, whose context must be ``settings`` (a
+    ``Sandbox`` bounds each page's time and memory; default: in this process); labelling
+    runs here, in one batch.
+    """
+    runner = runner or InProcess(settings)
     outcomes: list[Outcome | None] = [None] * len(raws)
+    finishing: list[tuple[int, LabelledPage | FallbackRequest]] = []
     to_label: list[tuple[int, SimplifiedPage]] = []
-    for index, raw in enumerate(raws):
-        try:
-            step = simplify_page(raw, settings)
-        except PageError as error:
-            outcomes[index] = Outcome(
-                "error", reason=error.reason, error_class=type(error).__name__, message=str(error)
-            )
-            continue
-        if isinstance(step, FallbackRequest):
-            outcomes[index] = _finish(step)
+    for index, step in enumerate(runner.map(simplify_step, raws)):
+        if isinstance(step, PageError):
+            outcomes[index] = _error(step)
+        elif isinstance(step, FallbackRequest):
+            finishing.append((index, step))
         else:
             to_label.append((index, step))
     if to_label:
         labelled = label_pages([page for _, page in to_label], labeller)
-        for (index, _), item in zip(to_label, labelled, strict=True):
-            outcomes[index] = _finish(
-                reconstruct_page(item) if isinstance(item, LabelledPage) else item
-            )
+        finishing.extend((index, item) for (index, _), item in zip(to_label, labelled, strict=True))
+    finished = runner.map(finish_step, [(item, raws[index]) for index, item in finishing])
+    for (index, _), outcome in zip(finishing, finished, strict=True):
+        outcomes[index] = _error(outcome) if isinstance(outcome, PageError) else outcome
     missing = [index for index, outcome in enumerate(outcomes) if outcome is None]
     if missing:
         raise RuntimeError(f"pages {missing} got no outcome")

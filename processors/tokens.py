@@ -1,17 +1,15 @@
 """Token counting for the budget check, with a pluggable tokenizer.
 
-The default reads a Hugging Face ``tokenizer.json`` (the labeller's own tokenizer) from a
-configured path. Without one, ``EstimatedTokenCounter`` gives a clearly named estimate.
+``HuggingFaceTokenCounter`` reads a ``tokenizer.json`` (the labeller's own tokenizer; the
+model profile says which, see ``gpu_worker.profiles.token_counter``). Without one,
+``EstimatedTokenCounter`` gives a clearly named estimate.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
-
-TOKENIZER_ENV = "DRIPSTREAM_TOKENIZER"
 
 
 class TokenCounter(Protocol):
@@ -43,14 +41,6 @@ class HuggingFaceTokenCounter:
 
     def count(self, text: str) -> int:
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
-
-
-def load_token_counter(path: str | Path | None = None) -> TokenCounter:
-    """The tokenizer at ``path`` (or $DRIPSTREAM_TOKENIZER); the estimate when neither is set."""
-    path = path or os.environ.get(TOKENIZER_ENV)
-    if path:
-        return HuggingFaceTokenCounter(path)
-    return EstimatedTokenCounter()
 
 
 @dataclass(frozen=True)

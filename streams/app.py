@@ -17,20 +17,20 @@ from typing import Any
 
 import faust
 
+from gpu_worker.profiles import load_profile, pipeline_settings
 from processors.labellers.base import Labeller
-from processors.pipeline import PipelineSettings
-from processors.tokens import TokenBudget, load_token_counter
+from processors.sandbox import Limits, Sandbox
+from processors.sinks import open_sink
 from streams import metrics
-from streams.kafka import FETCH_BYTES, ssl_context
+from streams.kafka import FETCH_BYTES, SourceReader, ssl_context
 from streams.settings import StreamSettings
 from streams.stages import (
     ERROR_HEADER,
-    INPUT_TOPIC,
-    SYNC_STAGES,
+    STAGES,
+    CpuContext,
     Inbound,
     Outbound,
     StageContext,
-    label_messages,
 )
 from topics.topics import ALL_TOPICS, MAX_MESSAGE_BYTES
 
@@ -70,14 +70,18 @@ def inbound(event: Any) -> Inbound:
 
 
 def stage_context(settings: StreamSettings, labeller: Labeller | None) -> StageContext:
-    pipeline = PipelineSettings(
-        budget=TokenBudget(context_tokens=settings.context_tokens),
-        token_counter=load_token_counter(settings.tokenizer or None),
-    )
+    """The stages' context: the profile's budget, a sandbox for the per-page CPU work, the
+    pages-topic reader (fallback) and the sink (sink stage), as the stages need them."""
+    profile = load_profile(settings.profile, weights=settings.model or None)
+    cpu = CpuContext(pipeline_settings(profile), payload_limit=settings.dlq_payload_limit)
+    limits = Limits(timeout_s=settings.page_timeout_s, memory_mib=settings.page_memory_mib)
+    reader = SourceReader(settings) if "fallback" in settings.stages else None
     return StageContext(
-        pipeline=pipeline,
+        cpu=cpu,
+        runner=Sandbox(cpu, limits),
         labeller=labeller,
-        payload_limit=settings.dlq_payload_limit,
+        fetch_sources=reader.fetch if reader else None,
+        sink=open_sink(settings.sink) if "sink" in settings.stages else None,
         label_retries=settings.label_retries,
         retry_backoff_s=settings.retry_backoff_ms / 1000,
     )
@@ -132,9 +136,10 @@ def build_app(settings: StreamSettings, labeller: Labeller | None = None) -> fau
                 error_class = output.headers.get(ERROR_HEADER, b"").decode() or "unknown"
                 metrics.ERRORS.labels(stage, error_class).inc()
 
-    for stage in settings.stages:
-        agent = _batch_agent(stage, settings, context, deliver)
-        app.agent(topics[INPUT_TOPIC[stage]], name=f"dripstream.{stage}")(agent)
+    for name in settings.stages:
+        stage = STAGES[name]
+        agent = _batch_agent(name, settings, context, deliver)
+        app.agent(topics[stage.input_topic], name=f"dripstream.{name}")(agent)
 
     @app.page("/metrics")
     async def metrics_view(web: Any, request: Any) -> Any:
@@ -157,31 +162,21 @@ def build_app(settings: StreamSettings, labeller: Labeller | None = None) -> fau
 Deliver = Callable[[str, list[Outbound]], Awaitable[None]]
 
 
-async def _handle_batch(
-    stage: str, messages: list[Inbound], context: StageContext
-) -> list[Outbound]:
-    if stage == "label":
-        return await label_messages(messages, context)
-    handle = SYNC_STAGES[stage]
-    return [handle(message, context) for message in messages]
-
-
 def _batch_agent(
     stage: str, settings: StreamSettings, context: StageContext, deliver: Deliver
 ) -> Callable[[Any], Any]:
     """Micro-batches: handle up to ``max_batch`` messages, deliver every output (all
     acknowledged by the broker), then ack the batch's messages in offset order."""
     within = settings.max_wait_ms / 1000
+    handle = STAGES[stage].handle
 
     async def agent(stream: Any) -> None:
         async for events in stream.noack_take(settings.max_batch, within=within):
             metrics.PAGES_IN.labels(stage).inc(len(events))
             metrics.IN_FLIGHT.labels(stage).inc(len(events))
-            if stage == "label":
-                metrics.BATCH_SIZE.observe(len(events))
             started = time.perf_counter()
             try:
-                outputs = await _handle_batch(stage, [inbound(e) for e in events], context)
+                outputs = await handle([inbound(e) for e in events], context)
                 await deliver(stage, outputs)
             finally:
                 metrics.IN_FLIGHT.labels(stage).dec(len(events))

@@ -16,9 +16,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from processors.sources import read_pages
 from streams.kafka import create_topics
 from streams.settings import StreamSettings
-from streams.tools import compute_ledger, iter_pages, produce_pages, wait_for_outputs
+from streams.tools import compute_ledger, produce_pages, wait_for_outputs
 from topics.topics import DEAD_LETTERS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,7 +75,7 @@ def run_demo(settings: StreamSettings, sources: list[str], deadline_s: float = 1
     try:
         asyncio.run(create_topics(settings))
         worker = start_worker(settings, log_path)
-        pages = [page for source in sources for page in iter_pages(source)]
+        pages = (page.raw for source in sources for page in read_pages(source))
         started = time.monotonic()
         produced = asyncio.run(produce_pages(settings, pages, progress=False))
         outputs = asyncio.run(

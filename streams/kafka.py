@@ -6,15 +6,20 @@ aiokafka directly with the same settings.
 
 from __future__ import annotations
 
+import asyncio
 import ssl
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError, for_code
 
 from streams.settings import StreamSettings
+from topics.records import SourceRef
 from topics.topics import DAY_MS, MAX_MESSAGE_BYTES, TopicSpec, topic_specs
+
+if TYPE_CHECKING:
+    from streams.stages import Inbound
 
 FETCH_BYTES = 8 * 1024 * 1024  # per partition; a larger single message still comes through
 
@@ -60,15 +65,13 @@ def producer(settings: StreamSettings, **extra: Any) -> AIOKafkaProducer:
 def consumer(
     settings: StreamSettings, *topics: str, group_id: str | None = None, **extra: Any
 ) -> AIOKafkaConsumer:
-    return AIOKafkaConsumer(
-        *topics,
-        **client_options(settings),
-        group_id=group_id,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        max_partition_fetch_bytes=FETCH_BYTES,
+    options: dict[str, Any] = {
+        "auto_offset_reset": "earliest",
+        "enable_auto_commit": False,
+        "max_partition_fetch_bytes": FETCH_BYTES,
         **extra,
-    )
+    }
+    return AIOKafkaConsumer(*topics, **client_options(settings), group_id=group_id, **options)
 
 
 def specs(settings: StreamSettings) -> list[TopicSpec]:
@@ -130,3 +133,65 @@ async def describe_topics(settings: StreamSettings) -> list[dict[str, Any]]:
         {"topic": name, "exists": name in found, "partitions": len(found.get(name, []))}
         for name in names
     ]
+
+
+class SourceReader:
+    """Reads single messages back by (topic, partition, offset): how the fallback stage
+    gets the original page, which later records no longer carry.
+
+    A message the topic no longer holds (retention or a deletion moved the log start past
+    it) is simply absent from the result; the caller dead-letters the request as
+    ``SourceExpired``. A broker that does not answer raises, so the batch is retried.
+    """
+
+    def __init__(self, settings: StreamSettings, timeout_s: float = 30.0) -> None:
+        self._settings = settings
+        self._timeout_s = timeout_s
+        self._consumer: AIOKafkaConsumer | None = None
+        self._lock = asyncio.Lock()
+
+    async def _client(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            self._consumer = consumer(self._settings, auto_offset_reset="none")
+            await self._consumer.start()
+        return self._consumer
+
+    async def fetch(self, refs: list[SourceRef]) -> dict[SourceRef, Inbound]:
+        from streams.stages import Inbound
+
+        found: dict[SourceRef, Inbound] = {}
+        async with self._lock:
+            client = await self._client()
+            partitions = {TopicPartition(ref.topic, ref.partition) for ref in refs}
+            client.assign(list(partitions))
+            starts = await client.beginning_offsets(list(partitions))
+            ends = await client.end_offsets(list(partitions))
+            for ref in dict.fromkeys(refs):
+                part = TopicPartition(ref.topic, ref.partition)
+                if not starts[part] <= ref.offset < ends[part]:
+                    continue
+                client.seek(part, ref.offset)
+                batch = await client.getmany(
+                    part, timeout_ms=int(self._timeout_s * 1000), max_records=1
+                )
+                records = batch.get(part, [])
+                if not records:
+                    raise TimeoutError(
+                        f"no answer fetching {ref.topic}/{ref.partition}@{ref.offset}"
+                    )
+                record = records[0]
+                if record.offset == ref.offset:  # else the wanted one was deleted
+                    found[ref] = Inbound(
+                        record.topic,
+                        record.partition,
+                        record.offset,
+                        record.key,
+                        record.value,
+                        {name: value for name, value in record.headers or () if value is not None},
+                    )
+        return found
+
+    async def close(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.stop()
+            self._consumer = None

@@ -10,6 +10,14 @@ import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from gpu_worker.profiles import DEFAULT_PROFILE
+from processors.labellers.registry import (
+    DEFAULT_LABELLER,
+    LabellerOptions,
+    UnknownLabeller,
+    check_labeller,
+)
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -26,14 +34,30 @@ SETTINGS = (
     Setting("DRIPSTREAM_PARTITIONS", "4", "partitions per topic (topics create)"),
     Setting("DRIPSTREAM_REPLICATION", "1", "replication factor (topics create)"),
     Setting("DRIPSTREAM_RETENTION_HOURS", "168", "retention of pipeline topics (dead letters x4)"),
-    Setting("DRIPSTREAM_STAGES", "simplify,label,reconstruct,fallback", "stages this worker runs"),
-    Setting("DRIPSTREAM_LABELLER", "heuristic", "label-stage labeller: heuristic | vllm"),
+    Setting(
+        "DRIPSTREAM_STAGES",
+        "simplify,label,reconstruct,fallback",
+        "stages this worker runs: simplify, label, reconstruct, fallback, sink",
+    ),
+    Setting("DRIPSTREAM_LABELLER", DEFAULT_LABELLER, "label-stage labeller (dripstream labellers)"),
+    Setting(
+        "DRIPSTREAM_PROFILE",
+        DEFAULT_PROFILE,
+        "model profile (shipped name or .toml): the labeller's model, context and tokenizer,"
+        " and so the simplify stage's token budget",
+    ),
+    Setting("DRIPSTREAM_MODEL", "", "weights folder or hub id overriding the profile's"),
     Setting("DRIPSTREAM_MAX_BATCH", "16", "label stage: pages handed to the labeller at once"),
     Setting("DRIPSTREAM_MAX_WAIT_MS", "50", "label stage: longest wait to fill a batch"),
     Setting("DRIPSTREAM_LABEL_RETRIES", "3", "labeller attempts per batch before fallback"),
     Setting("DRIPSTREAM_RETRY_BACKOFF_MS", "200", "first retry delay, doubled per attempt"),
-    Setting("DRIPSTREAM_CONTEXT_TOKENS", "32768", "labeller context; larger pages -> fallback"),
-    Setting("DRIPSTREAM_TOKENIZER", "", "labeller tokenizer.json for exact token counts"),
+    Setting("DRIPSTREAM_PAGE_TIMEOUT_S", "15", "per-page time limit of CPU work (then killed)"),
+    Setting("DRIPSTREAM_PAGE_MEMORY_MIB", "384", "per-page memory limit of CPU work (sandbox)"),
+    Setting(
+        "DRIPSTREAM_SINK",
+        "",
+        "sink stage target KIND:PATH (records:out.jsonl, datatrove:docs.jsonl)",
+    ),
     Setting(
         "DRIPSTREAM_DLQ_PAYLOAD_LIMIT",
         "1048576",
@@ -70,12 +94,15 @@ class StreamSettings:
     retention_hours: int
     stages: tuple[str, ...]
     labeller: str
+    profile: str
+    model: str
     max_batch: int
     max_wait_ms: int
     label_retries: int
     retry_backoff_ms: int
-    context_tokens: int
-    tokenizer: str
+    page_timeout_s: int
+    page_memory_mib: int
+    sink: str
     dlq_payload_limit: int
     web_port: int
     web_host: str
@@ -114,6 +141,16 @@ class StreamSettings:
     def check(self) -> None:
         from streams.stages import STAGES
 
+        try:
+            check_labeller(self.labeller)
+        except UnknownLabeller as error:
+            raise SettingsError(f"DRIPSTREAM_LABELLER: {error}") from None
+        if "sink" in self.stages and not self.sink:
+            raise SettingsError("the sink stage needs DRIPSTREAM_SINK (KIND:PATH)")
+        if self.page_timeout_s < 1 or self.page_memory_mib < 64:
+            raise SettingsError(
+                "DRIPSTREAM_PAGE_TIMEOUT_S must be >= 1 and DRIPSTREAM_PAGE_MEMORY_MIB >= 64"
+            )
         unknown = set(self.stages) - set(STAGES)
         if unknown or not self.stages:
             raise SettingsError(
@@ -126,6 +163,9 @@ class StreamSettings:
             raise SettingsError(f"unknown security protocol {self.security_protocol!r}")
         if self.security_protocol.startswith("SASL") and not self.sasl_username:
             raise SettingsError(f"{self.security_protocol} needs DRIPSTREAM_SASL_USERNAME")
+
+    def labeller_options(self) -> LabellerOptions:
+        return LabellerOptions(profile=self.profile, model=self.model or None)
 
     def group_id(self) -> str:
         """One consumer group per set of stages, so every stage scales on its own."""

@@ -1,8 +1,14 @@
-"""What each stage does with a message, without Kafka: one input -> exactly one output.
+"""The stages, declared once: name, input topic and batch handler (``STAGES``).
 
-Every function here returns one ``Outbound`` per input message: the next stage's record,
-a fallback request, an output record or a dead letter. Nothing raises for bad input;
-the agents in ``streams.app`` only move these between topics.
+A handler turns a micro-batch of input messages into exactly one ``Outbound`` per
+message (the next stage's record, a fallback request, an output record or a dead
+letter) - except the ``sink`` stage, whose output is the sink's write. Nothing raises for
+bad input. The per-page CPU work (``*_message``) runs in the worker's page runner: a
+sandbox child process that bounds each page's time and memory, called from a thread so
+the event loop keeps heartbeats and health checks answering. The agents in
+``streams.app`` only move these between topics.
+
+Adding a stage: its handler here and one ``Stage`` line in ``STAGES``.
 """
 
 from __future__ import annotations
@@ -11,14 +17,15 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
 
-from processors.errors import PageError
-from processors.labellers.base import Labeller, LabelOutcome
+from processors.errors import OutputTooLarge, PageError, SourceExpired
+from processors.labellers.base import AsyncLabeller, Labeller, LabelOutcome
 from processors.pipeline import (
+    Outcome,
     PipelineSettings,
     apply_label_outcomes,
     fallback_page,
@@ -26,24 +33,43 @@ from processors.pipeline import (
     simplify_page,
     to_fallback,
 )
+from processors.sandbox import InProcess, PageRunner
+from processors.sinks import Sink
 from streams import metrics
 from streams.adapter import MalformedInput, parse_raw_page
-from topics.codecs import SchemaVersionError, from_msgpack, to_json, to_msgpack
-from topics.records import DeadLetter, FallbackRequest, LabelledPage, PageRecord, SimplifiedPage
-from topics.topics import DEAD_LETTERS, FALLBACK, LABELLED, PAGES, RECORDS, SIMPLIFIED
+from topics.codecs import SchemaVersionError, from_json, from_msgpack, to_json, to_msgpack
+from topics.records import (
+    DeadLetter,
+    FallbackRequest,
+    LabelledPage,
+    PageRecord,
+    SimplifiedPage,
+    SourceRef,
+)
+from topics.topics import (
+    DEAD_LETTERS,
+    FALLBACK,
+    LABELLED,
+    MAX_MESSAGE_BYTES,
+    PAGES,
+    RECORDS,
+    SIMPLIFIED,
+)
 
-STAGES = ("simplify", "label", "reconstruct", "fallback")
-INPUT_TOPIC = {
-    "simplify": PAGES,
-    "label": SIMPLIFIED,
-    "reconstruct": LABELLED,
-    "fallback": FALLBACK,
-}
-SOURCE_HEADER = "dripstream-source"  # the pages-topic key an output descends from
+SOURCE_HEADER = "dripstream-source"  # the identity of the input an output descends from
 ATTEMPTS_HEADER = "dripstream-attempts"
 ERROR_HEADER = "dripstream-error"  # on dead letters: the error class
+MAX_SOURCE_BYTES = 512  # a longer input key is carried as its digest
+OUTPUT_HEADROOM = 64 * 1024  # below the message limit: batch and header overhead
 
 log = logging.getLogger("dripstream.stages")
+
+
+def source_identity(key: bytes) -> bytes:
+    """An input key as the bounded identity outputs carry (long keys as a digest)."""
+    if len(key) <= MAX_SOURCE_BYTES:
+        return key
+    return b"sha256:" + hashlib.sha256(key).hexdigest().encode()
 
 
 @dataclass(frozen=True)
@@ -60,7 +86,7 @@ class Inbound:
         if SOURCE_HEADER in self.headers:
             return self.headers[SOURCE_HEADER]
         if self.key:
-            return self.key
+            return source_identity(self.key)
         return f"{self.topic}/{self.partition}/{self.offset}".encode()
 
     def attempts(self) -> int:
@@ -68,6 +94,9 @@ class Inbound:
             return int(self.headers.get(ATTEMPTS_HEADER, b"0")) + 1
         except ValueError:
             return 1
+
+    def ref(self) -> SourceRef:
+        return SourceRef(self.topic, self.partition, self.offset)
 
 
 @dataclass(frozen=True)
@@ -77,6 +106,14 @@ class Outbound:
     value: bytes
     route: str  # simplified | labelled | fallback | record | deadletter
     headers: dict[str, bytes] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return (
+            len(self.key)
+            + len(self.value)
+            + sum(len(name) + len(value) for name, value in self.headers.items())
+        )
 
 
 # Errors that mean "this input is unusable" (dead letter), as opposed to bugs.
@@ -89,92 +126,180 @@ INPUT_ERRORS = (
 )
 
 
-def dead_letter(
-    stage: str,
-    message: Inbound,
-    error: BaseException,
-    payload_limit: int,
-    attempts: int | None = None,
-) -> Outbound:
+def dead_letter(stage: str, message: Inbound, error: BaseException, payload_limit: int) -> Outbound:
     value = message.value or b""
     now = time.time()
     letter = DeadLetter(
         stage=stage,
         error_class=type(error).__name__,
         message=str(error)[:2000],
-        attempts=attempts or message.attempts(),
+        attempts=message.attempts(),
         first_failure_at=now,
         last_failure_at=now,
         source_topic=message.topic,
-        key=message.key,
+        key=message.key if message.key is None or len(message.key) <= payload_limit else None,
+        headers={name: header for name, header in message.headers.items() if len(header) <= 4096},
         payload=value if len(value) <= payload_limit else None,
         payload_size=len(value),
         payload_sha256=hashlib.sha256(value).hexdigest(),
     )
-    headers = {SOURCE_HEADER: message.source(), ERROR_HEADER: letter.error_class.encode()}
-    return Outbound(DEAD_LETTERS, message.source(), to_msgpack(letter), "deadletter", headers)
+    source = message.source()
+    headers = {SOURCE_HEADER: source, ERROR_HEADER: letter.error_class.encode()}
+    return Outbound(DEAD_LETTERS, source, to_msgpack(letter), "deadletter", headers)
 
 
-def _forward(message: Inbound, record: msgspec.Struct) -> Outbound:
-    headers = {SOURCE_HEADER: message.source()}
-    if isinstance(record, PageRecord):
-        return Outbound(RECORDS, record.id.encode(), to_json(record), "record", headers)
-    page_key = record.page_id.encode()  # type: ignore[attr-defined]
-    if isinstance(record, FallbackRequest):
-        return Outbound(FALLBACK, page_key, to_msgpack(record), "fallback", headers)
-    if isinstance(record, SimplifiedPage):
-        return Outbound(SIMPLIFIED, page_key, to_msgpack(record), "simplified", headers)
-    return Outbound(LABELLED, page_key, to_msgpack(record), "labelled", headers)
+# Record type -> (topic, route, encoder); a record of any other type is a bug.
+ROUTES: dict[type, tuple[str, str, Callable[[msgspec.Struct], bytes]]] = {
+    SimplifiedPage: (SIMPLIFIED, "simplified", to_msgpack),
+    LabelledPage: (LABELLED, "labelled", to_msgpack),
+    FallbackRequest: (FALLBACK, "fallback", to_msgpack),
+    PageRecord: (RECORDS, "record", to_json),
+}
 
 
-@dataclass
-class StageContext:
-    """What the stages need besides the message: settings and the labeller."""
+def forward(message: Inbound, record: msgspec.Struct, payload_limit: int) -> Outbound:
+    """The record on its topic, keyed by page id; an output over the message limit
+    becomes a dead letter (digest) instead of a send that can never succeed."""
+    try:
+        topic, route, encode = ROUTES[type(record)]
+    except KeyError:
+        raise TypeError(f"no topic routes a {type(record).__name__}") from None
+    key = (record.id if isinstance(record, PageRecord) else record.page_id).encode()  # type: ignore[attr-defined]
+    output = Outbound(topic, key, encode(record), route, {SOURCE_HEADER: message.source()})
+    if output.size > MAX_MESSAGE_BYTES - OUTPUT_HEADROOM:
+        error = OutputTooLarge(
+            f"the {route} output is {output.size} bytes; a message may hold "
+            f"{MAX_MESSAGE_BYTES - OUTPUT_HEADROOM}"
+        )
+        return dead_letter(route, message, error, payload_limit)
+    return output
+
+
+@dataclass(frozen=True)
+class CpuContext:
+    """What the per-page CPU work needs; sent once to the sandbox child."""
 
     pipeline: PipelineSettings
-    labeller: Labeller | None = None
     payload_limit: int = 1024 * 1024
-    label_retries: int = 3
-    retry_backoff_s: float = 0.2
-    label_timeout_s: float = 300.0
 
 
 def _guarded(
-    stage: str, message: Inbound, context: StageContext, step: Callable[[], msgspec.Struct]
+    stage: str, message: Inbound, cpu: CpuContext, step: Callable[[], msgspec.Struct]
 ) -> Outbound:
     try:
-        return _forward(message, step())
+        return forward(message, step(), cpu.payload_limit)
     except INPUT_ERRORS as error:
-        return dead_letter(stage, message, error, context.payload_limit)
+        return dead_letter(stage, message, error, cpu.payload_limit)
     except Exception as error:  # a bug must not stall the partition: park the input
         log.exception("unexpected error in stage %s", stage)
-        return dead_letter(stage, message, error, context.payload_limit)
+        return dead_letter(stage, message, error, cpu.payload_limit)
 
 
-def simplify_message(message: Inbound, context: StageContext) -> Outbound:
+def simplify_message(cpu: CpuContext, message: Inbound) -> Outbound:
     def step() -> msgspec.Struct:
         raw = parse_raw_page(message.key, message.value, message.headers)
-        return simplify_page(raw, context.pipeline)
+        return simplify_page(raw, cpu.pipeline, message.ref())
 
-    return _guarded("simplify", message, context, step)
+    return _guarded("simplify", message, cpu, step)
 
 
-def reconstruct_message(message: Inbound, context: StageContext) -> Outbound:
+def reconstruct_message(cpu: CpuContext, message: Inbound) -> Outbound:
     return _guarded(
         "reconstruct",
         message,
-        context,
+        cpu,
         lambda: reconstruct_page(from_msgpack(message.value or b"", LabelledPage)),
     )
 
 
-def fallback_message(message: Inbound, context: StageContext) -> Outbound:
-    return _guarded(
-        "fallback",
-        message,
-        context,
-        lambda: fallback_page(from_msgpack(message.value or b"", FallbackRequest)),
-    )
+def fallback_message(cpu: CpuContext, item: tuple[Inbound, Inbound | None]) -> Outbound:
+    """A fallback request with its source page (None: the page is gone from the topic)."""
+    message, source = item
+
+    def step() -> msgspec.Struct:
+        request = from_msgpack(message.value or b"", FallbackRequest)
+        if source is None:
+            where = request.source
+            raise SourceExpired(
+                f"page {request.page_id} is no longer on "
+                f"{where.topic}/{where.partition} at offset {where.offset}"
+                if where
+                else f"page {request.page_id} has no source pointer"
+            )
+        raw = parse_raw_page(source.key, source.value, source.headers)
+        return fallback_page(request, raw)
+
+    return _guarded("fallback", message, cpu, step)
+
+
+SourceFetcher = Callable[[list[SourceRef]], Awaitable[dict[SourceRef, Inbound]]]
+
+
+@dataclass
+class StageContext:
+    """What the stages need besides the message: the CPU context and its runner, the
+    labeller, the source fetcher (fallback) and the sink."""
+
+    cpu: CpuContext
+    runner: PageRunner | None = None
+    labeller: Labeller | None = None
+    fetch_sources: SourceFetcher | None = None
+    sink: Sink | None = None
+    label_retries: int = 3
+    retry_backoff_s: float = 0.2
+    label_timeout_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.runner is None:
+            self.runner = InProcess(self.cpu)
+
+
+async def run_pages(
+    stage: str,
+    function: Callable,
+    items: Sequence,
+    messages: Sequence[Inbound],
+    context: StageContext,
+) -> list[Outbound]:
+    """``function`` over ``items`` in the page runner, off the event loop; a page the
+    runner stopped (time, memory, crash) becomes a dead letter of that class."""
+    assert context.runner is not None
+    results = await asyncio.to_thread(context.runner.map, function, list(items))
+    return [
+        dead_letter(stage, message, result, context.cpu.payload_limit)
+        if isinstance(result, PageError)
+        else result
+        for message, result in zip(messages, results, strict=True)
+    ]
+
+
+async def simplify_batch(messages: Sequence[Inbound], context: StageContext) -> list[Outbound]:
+    return await run_pages("simplify", simplify_message, messages, messages, context)
+
+
+async def reconstruct_batch(messages: Sequence[Inbound], context: StageContext) -> list[Outbound]:
+    return await run_pages("reconstruct", reconstruct_message, messages, messages, context)
+
+
+async def fallback_batch(messages: Sequence[Inbound], context: StageContext) -> list[Outbound]:
+    """Fetch each request's page from the pages topic, then run the fallback on it."""
+    refs: list[SourceRef | None] = []
+    for message in messages:
+        try:
+            refs.append(from_msgpack(message.value or b"", FallbackRequest).source)
+        except INPUT_ERRORS:
+            refs.append(None)  # fallback_message dead-letters it with the decode error
+    wanted = [ref for ref in refs if ref is not None]
+    found: dict[SourceRef, Inbound] = {}
+    if wanted:
+        if context.fetch_sources is None:
+            raise RuntimeError("the fallback stage needs a source fetcher")
+        found = await context.fetch_sources(wanted)
+    items = [
+        (message, found.get(ref) if ref else None)
+        for message, ref in zip(messages, refs, strict=True)
+    ]
+    return await run_pages("fallback", fallback_message, items, messages, context)
 
 
 async def _label_with_retries(
@@ -182,13 +307,14 @@ async def _label_with_retries(
 ) -> tuple[list[LabelOutcome] | None, str]:
     """Bounded retries with exponential backoff and a timeout per attempt."""
     labeller = context.labeller
-    assert labeller is not None, "the label stage needs a labeller"
+    if labeller is None:
+        raise RuntimeError("the label stage needs a labeller")
     last_error = ""
     for attempt in range(context.label_retries):
         try:
-            if hasattr(labeller, "label_page"):
+            if isinstance(labeller, AsyncLabeller):
                 call = asyncio.gather(*(labeller.label_page(page) for page in pages))
-            else:
+            else:  # CPU work: off the event loop
                 call = asyncio.to_thread(labeller.label, pages)
             return list(await asyncio.wait_for(call, context.label_timeout_s)), ""
         except Exception as error:  # any labeller failure is retried
@@ -205,8 +331,9 @@ async def _label_with_retries(
     return None, last_error
 
 
-async def label_messages(messages: Sequence[Inbound], context: StageContext) -> list[Outbound]:
+async def label_batch(messages: Sequence[Inbound], context: StageContext) -> list[Outbound]:
     """Label a micro-batch; returns one output per message, in order."""
+    limit = context.cpu.payload_limit
     outputs: list[Outbound | None] = [None] * len(messages)
     pages: list[SimplifiedPage] = []
     slots: list[int] = []
@@ -215,8 +342,9 @@ async def label_messages(messages: Sequence[Inbound], context: StageContext) -> 
             pages.append(from_msgpack(message.value or b"", SimplifiedPage))
             slots.append(index)
         except INPUT_ERRORS as error:
-            outputs[index] = dead_letter("label", message, error, context.payload_limit)
+            outputs[index] = dead_letter("label", message, error, limit)
     if pages:
+        metrics.BATCH_SIZE.observe(len(pages))
         started = time.perf_counter()
         outcomes, error = await _label_with_retries(pages, context)
         labeller_name = context.labeller.name if context.labeller else "none"
@@ -231,12 +359,52 @@ async def label_messages(messages: Sequence[Inbound], context: StageContext) -> 
             metrics.LABEL_TOKENS.labels("in").inc(sum(o.tokens_in for o in outcomes))
             metrics.LABEL_TOKENS.labels("out").inc(sum(o.tokens_out for o in outcomes))
         for index, result in zip(slots, results, strict=True):
-            outputs[index] = _forward(messages[index], result)
+            outputs[index] = forward(messages[index], result, limit)
     return [output for output in outputs if output is not None]
 
 
-SYNC_STAGES = {
-    "simplify": simplify_message,
-    "reconstruct": reconstruct_message,
-    "fallback": fallback_message,
+def _write_records(sink: Sink, records: list[PageRecord]) -> None:
+    for record in records:
+        status = "fallback" if record.fallback_reason else "ok"
+        sink.write(Outcome(status, record, reason=record.fallback_reason), None)
+    sink.flush()
+
+
+async def sink_batch(messages: Sequence[Inbound], context: StageContext) -> list[Outbound]:
+    """Write each record through the configured sink (flushed before the batch is
+    acknowledged); a value that is not a record becomes a dead letter."""
+    if context.sink is None:
+        raise RuntimeError("the sink stage needs a sink (DRIPSTREAM_SINK)")
+    records: list[PageRecord] = []
+    outputs: list[Outbound] = []
+    for message in messages:
+        try:
+            records.append(from_json(message.value or b"", PageRecord))
+        except INPUT_ERRORS as error:
+            outputs.append(dead_letter("sink", message, error, context.cpu.payload_limit))
+    await asyncio.to_thread(_write_records, context.sink, records)
+    return outputs
+
+
+Handler = Callable[[Sequence[Inbound], StageContext], Awaitable[list[Outbound]]]
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    input_topic: str
+    handle: Handler
+    description: str
+
+
+STAGES: dict[str, Stage] = {
+    stage.name: stage
+    for stage in (
+        Stage("simplify", PAGES, simplify_batch, "decode, check, simplify; route by budget"),
+        Stage("label", SIMPLIFIED, label_batch, "label every block main or other"),
+        Stage("reconstruct", LABELLED, reconstruct_batch, "Markdown from the main blocks"),
+        Stage("fallback", FALLBACK, fallback_batch, "trafilatura on the original page"),
+        Stage("sink", RECORDS, sink_batch, "write records through DRIPSTREAM_SINK"),
+    )
 }
+DEFAULT_STAGES = ("simplify", "label", "reconstruct", "fallback")

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
+import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import msgspec
 from aiokafka import TopicPartition
@@ -18,76 +17,48 @@ from streams.settings import StreamSettings
 from streams.stages import ATTEMPTS_HEADER, ERROR_HEADER, SOURCE_HEADER
 from topics.codecs import from_msgpack, to_msgpack
 from topics.records import DeadLetter, RawPage
-from topics.topics import DEAD_LETTERS, PAGES, RECORDS
+from topics.topics import DEAD_LETTERS, PAGES, RECORDS, REPLAYS
 
-HTML_SUFFIXES = (".html", ".htm", ".xhtml")
-
-
-def iter_pages(source: str) -> Iterator[RawPage]:
-    """Pages from an HTML file, a folder of them, a JSONL of {url, html} or a WARC file."""
-    path = Path(source)
-    if path.is_dir():
-        for child in sorted(path.rglob("*")):
-            if child.suffix.lower() in HTML_SUFFIXES:
-                yield RawPage(url=child.resolve().as_uri(), html=child.read_bytes())
-    elif path.name.endswith((".warc", ".warc.gz")):
-        yield from _warc_pages(path)
-    elif path.suffix == ".jsonl":
-        with path.open(encoding="utf-8") as lines:
-            for line in lines:
-                if line.strip():
-                    row = json.loads(line)
-                    yield RawPage(
-                        url=row.get("url") or str(row.get("id")),
-                        html=str(row.get("html") or "").encode("utf-8"),
-                        charset="utf-8",
-                    )
-    else:
-        yield RawPage(url=path.resolve().as_uri(), html=path.read_bytes())
-
-
-def _warc_pages(path: Path) -> Iterator[RawPage]:
-    from fastwarc.warc import ArchiveIterator, WarcRecordType
-
-    with path.open("rb") as stream:
-        for record in ArchiveIterator(
-            stream, record_types=WarcRecordType.response, parse_http=True
-        ):
-            http = record.http_headers
-            content_type = http.get("Content-Type", "") if http is not None else ""
-            if "html" not in content_type.lower():
-                continue
-            yield RawPage(
-                url=record.headers.get("WARC-Target-URI", ""),
-                html=record.reader.read(),
-                content_type=content_type,
-                status=http.status_code if http is not None else None,
-            )
+REPLAY_OF_HEADER = "dripstream-replay-of"  # on a replayed input: the dead letter it was
+MAX_PENDING = 256  # produce: sends awaiting acknowledgement at once
 
 
 async def produce_pages(
-    settings: StreamSettings, pages: list[RawPage], progress: bool = True
+    settings: StreamSettings, pages: Iterable[RawPage], progress: bool = True
 ) -> list[bytes]:
-    """Send pages (key = URL) and wait for every acknowledgement; returns the keys."""
+    """Send pages (key = URL), streaming, with at most ``MAX_PENDING`` unacknowledged;
+    returns each message's produce id (the ``dripstream-source`` header every output of
+    it carries), so a URL sent twice is counted twice."""
     from tqdm import tqdm
 
     client = producer(settings)
     await client.start()
-    keys = []
+    run = uuid.uuid4().hex[:12]
+    ids: list[bytes] = []
+    pending: set[asyncio.Future] = set()
     try:
-        with tqdm(total=len(pages), unit="page", disable=not progress) as bar:
-            pending = []
-            for page in pages:
-                key = page.url.encode()
-                keys.append(key)
-                pending.append(
-                    await client.send(settings.topic_prefix + PAGES, to_msgpack(page), key=key)
+        with tqdm(unit="page", disable=not progress) as bar:
+            for number, page in enumerate(pages):
+                produce_id = f"{run}-{number}".encode()
+                ids.append(produce_id)
+                pending.add(
+                    await client.send(
+                        settings.topic_prefix + PAGES,
+                        to_msgpack(page),
+                        key=page.url.encode(),
+                        headers=[(SOURCE_HEADER, produce_id)],
+                    )
                 )
+                if len(pending) >= MAX_PENDING:
+                    done, pending = await asyncio.wait(pending, return_when="FIRST_COMPLETED")
+                    for future in done:
+                        future.result()
                 bar.update(1)
-            await asyncio.gather(*pending)
+            for future in pending:
+                await future
     finally:
         await client.stop()
-    return keys
+    return ids
 
 
 @dataclass(frozen=True)
@@ -232,27 +203,45 @@ def describe_dead_letter(message: TopicMessage) -> dict[str, object]:
     return data
 
 
-async def replay_dead_letters(settings: StreamSettings, offsets: set[int] | None = None) -> int:
-    """Send dead letters' payloads back to the topic they came from (attempts + 1)."""
+async def replay_dead_letters(
+    settings: StreamSettings, offsets: set[int] | None = None, include_replays: bool = False
+) -> tuple[int, int]:
+    """Send dead letters' inputs back to the topic they came from, with their original
+    key and headers (attempts + 1). Each dead letter is replayed at most once (the
+    replays topic remembers it), and a dead letter that itself came from a replay only
+    with ``include_replays``. Returns (sent, skipped)."""
     letters = await read_topics(settings, [DEAD_LETTERS])
+    done = {message.key for message in await read_topics(settings, [REPLAYS])}
     client = producer(settings)
     await client.start()
-    sent = 0
+    sent = skipped = 0
     try:
         for message in letters:
             if offsets is not None and message.offset not in offsets:
                 continue
+            marker = f"{message.partition}:{message.offset}".encode()
             letter = from_msgpack(message.value, DeadLetter)
-            if letter.payload is None or not letter.source_topic:
-                continue  # only a digest was kept: nothing to replay
-            headers = [
-                (SOURCE_HEADER, message.headers.get(SOURCE_HEADER, b"")),
-                (ATTEMPTS_HEADER, str(letter.attempts).encode()),
-            ]
+            if (
+                marker in done
+                or letter.payload is None  # only a digest was kept: nothing to replay
+                or not letter.source_topic
+                or (REPLAY_OF_HEADER in letter.headers and not include_replays)
+            ):
+                skipped += 1
+                continue
+            headers = {
+                **letter.headers,
+                SOURCE_HEADER: message.headers.get(SOURCE_HEADER, b""),
+                ATTEMPTS_HEADER: str(letter.attempts).encode(),
+                REPLAY_OF_HEADER: marker,
+            }
             await client.send_and_wait(
-                letter.source_topic, letter.payload, key=letter.key, headers=headers
+                letter.source_topic, letter.payload, key=letter.key, headers=list(headers.items())
+            )
+            await client.send_and_wait(
+                settings.topic_prefix + REPLAYS, str(time.time()).encode(), key=marker
             )
             sent += 1
     finally:
         await client.stop()
-    return sent
+    return sent, skipped

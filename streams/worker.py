@@ -9,10 +9,9 @@ from typing import Any
 
 import faust
 
-from processors.labellers.base import Labeller
-from processors.labellers.heuristic import HeuristicLabeller
+from processors.labellers.registry import build_labeller
 from streams.app import build_app
-from streams.settings import SettingsError, StreamSettings
+from streams.settings import StreamSettings
 
 
 class JsonFormatter(logging.Formatter):
@@ -47,19 +46,13 @@ def logging_config(level: str) -> dict[str, Any]:
     }
 
 
-def build_labeller(name: str) -> Labeller:
-    if name == "heuristic":
-        return HeuristicLabeller()
-    if name == "vllm":
-        from gpu_worker.labeller import build_vllm_labeller
-
-        return build_vllm_labeller()
-    raise SettingsError(f"unknown labeller {name!r}: choose heuristic or vllm")
-
-
 def run_worker(settings: StreamSettings) -> None:
     """Run the configured stages until SIGTERM/SIGINT."""
-    labeller = build_labeller(settings.labeller) if "label" in settings.stages else None
+    labeller = (
+        build_labeller(settings.labeller, settings.labeller_options())
+        if "label" in settings.stages
+        else None
+    )
     app = build_app(settings, labeller)
     worker = faust.Worker(
         app,

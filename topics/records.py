@@ -10,7 +10,7 @@ import hashlib
 
 import msgspec
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: lean pages (SourceRef instead of the source HTML on every hop)
 
 Label = str  # "main" | "other"
 MAIN = "main"
@@ -41,12 +41,22 @@ class RawPage(msgspec.Struct, frozen=True, kw_only=True):
     schema_version: int = SCHEMA_VERSION
 
 
+class SourceRef(msgspec.Struct, frozen=True):
+    """Where a page's input message lies on the pages topic. Later stages carry this
+    pointer instead of the page; the fallback stage fetches the page by it."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
 class SimplifiedPage(msgspec.Struct, frozen=True, kw_only=True):
     """Both aligned branches of a page (topic: simplified).
 
     ``simplified_html`` is what the labeller reads: the cleaned page with every block
     tagged ``_item_id="1".."n"``. ``mapping_blocks[i]`` is the full-content HTML of block
-    ``i + 1``. ``source_html`` is the decoded input, kept for the fallback extractor.
+    ``i + 1``, which reconstruction needs. ``source`` points at the input page (None
+    offline, where the caller holds the page).
     """
 
     page_id: str
@@ -56,7 +66,7 @@ class SimplifiedPage(msgspec.Struct, frozen=True, kw_only=True):
     mapping_blocks: list[str]
     token_count: int
     tokenizer: str
-    source_html: str
+    source: SourceRef | None = None
     timings_ms: dict[str, float] = {}
     schema_version: int = SCHEMA_VERSION
 
@@ -66,7 +76,8 @@ class SimplifiedPage(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class LabelledPage(msgspec.Struct, frozen=True, kw_only=True):
-    """A page with one label per block (topic: labelled)."""
+    """A page with one label per block (topic: labelled); ``confidence`` is the
+    labeller's calibrated page-level confidence when it gives one."""
 
     page_id: str
     url: str
@@ -75,20 +86,22 @@ class LabelledPage(msgspec.Struct, frozen=True, kw_only=True):
     labels: list[Label]
     labeller: str
     token_count: int
-    source_html: str
+    confidence: float | None = None
+    source: SourceRef | None = None
     timings_ms: dict[str, float] = {}
     schema_version: int = SCHEMA_VERSION
 
 
 class FallbackRequest(msgspec.Struct, frozen=True, kw_only=True):
-    """A page the model path could not serve, with the reason (topic: fallback)."""
+    """A page the model path could not serve, with the reason (topic: fallback). The
+    fallback stage reads the page itself from ``source``."""
 
     page_id: str
     url: str
     title: str
-    source_html: str
     reason: str
     stage: str
+    source: SourceRef | None = None
     token_count: int = 0
     timings_ms: dict[str, float] = {}
     schema_version: int = SCHEMA_VERSION
@@ -122,6 +135,8 @@ class DeadLetter(msgspec.Struct, frozen=True, kw_only=True):
     last_failure_at: float
     source_topic: str | None = None
     key: bytes | None = None
+    headers: dict[str, bytes] = {}
+    """The input message's headers, restored on replay."""
     payload: bytes | None = None
     payload_size: int = 0
     payload_sha256: str = ""

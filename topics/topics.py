@@ -17,7 +17,8 @@ LABELLED = "labelled"
 RECORDS = "records"
 FALLBACK = "fallback"
 DEAD_LETTERS = "deadletters"
-ALL_TOPICS = (PAGES, SIMPLIFIED, LABELLED, RECORDS, FALLBACK, DEAD_LETTERS)
+REPLAYS = "replays"  # compacted: which dead letters were replayed (key partition:offset)
+ALL_TOPICS = (PAGES, SIMPLIFIED, LABELLED, RECORDS, FALLBACK, DEAD_LETTERS, REPLAYS)
 
 
 @dataclass(frozen=True)
@@ -45,11 +46,15 @@ class TopicSpec:
 def topic_specs(
     partitions: int = 4, replication: int = 1, retention_ms: int = 7 * DAY_MS
 ) -> list[TopicSpec]:
-    """The pipeline's topics; dead letters are kept four times longer for inspection."""
+    """The pipeline's topics; dead letters (and the replay log) are kept four times
+    longer for inspection."""
     specs = [
         TopicSpec(name, partitions, replication, retention_ms)
         for name in ALL_TOPICS
-        if name != DEAD_LETTERS
+        if name not in (DEAD_LETTERS, REPLAYS)
     ]
     specs.append(TopicSpec(DEAD_LETTERS, partitions, replication, 4 * retention_ms))
+    specs.append(
+        TopicSpec(REPLAYS, 1, replication, 4 * retention_ms, {"cleanup.policy": "compact"})
+    )
     return specs

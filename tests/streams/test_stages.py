@@ -11,20 +11,27 @@ import pytest
 from processors.labellers.base import LabelOutcome
 from processors.labellers.heuristic import HeuristicLabeller
 from processors.pipeline import PipelineSettings
+from processors.sandbox import Limits, Sandbox
 from processors.tokens import TokenBudget
 from streams.adapter import MalformedInput, parse_raw_page
 from streams.stages import (
     ERROR_HEADER,
+    MAX_SOURCE_BYTES,
     SOURCE_HEADER,
+    STAGES,
+    CpuContext,
     Inbound,
     StageContext,
+    fallback_batch,
     fallback_message,
-    label_messages,
+    forward,
+    label_batch,
     reconstruct_message,
     simplify_message,
 )
 from topics.codecs import from_msgpack, to_msgpack
-from topics.records import DeadLetter, RawPage, SimplifiedPage
+from topics.records import DeadLetter, FallbackRequest, RawPage, SimplifiedPage, SourceRef
+from topics.topics import ALL_TOPICS, MAX_MESSAGE_BYTES
 
 ARTICLE = (
     b"<html><body><nav><a href='/'>Home</a></nav><article><h1>Ferries</h1><p>"
@@ -41,13 +48,52 @@ def inbound(
     return Inbound("p.pages", 0, 7, key, value, headers or {})
 
 
+def cpu(pipeline: PipelineSettings | None = None, payload_limit: int = 1024 * 1024) -> CpuContext:
+    return CpuContext(pipeline or PipelineSettings(), payload_limit)
+
+
 def context(**changes: object) -> StageContext:
-    base = StageContext(
-        pipeline=PipelineSettings(), labeller=HeuristicLabeller(), retry_backoff_s=0.0
-    )
+    base = StageContext(cpu=cpu(), labeller=HeuristicLabeller(), retry_backoff_s=0.0)
     for name, value in changes.items():
         setattr(base, name, value)
     return base
+
+
+def test_every_stage_is_declared_once_with_its_input_topic() -> None:
+    assert list(STAGES) == ["simplify", "label", "reconstruct", "fallback", "sink"]
+    for name, stage in STAGES.items():
+        assert stage.name == name and stage.input_topic in ALL_TOPICS
+    assert STAGES["simplify"].input_topic == "pages"
+    assert STAGES["fallback"].input_topic == "fallback"
+
+
+def test_a_record_of_an_unknown_type_raises_instead_of_being_routed() -> None:
+    with pytest.raises(TypeError, match="no topic routes a RawPage"):
+        forward(inbound(b"x"), RawPage(url="u", html=b"x"), 1024)
+
+
+def test_an_output_over_the_message_limit_becomes_a_dead_letter() -> None:
+    huge = SimplifiedPage(
+        page_id="p",
+        url="u",
+        title="",
+        simplified_html="x" * MAX_MESSAGE_BYTES,
+        mapping_blocks=[],
+        token_count=1,
+        tokenizer="t",
+    )
+    output = forward(inbound(b"<p>x</p>"), huge, 1024)
+    assert output.topic == "deadletters" and output.headers[ERROR_HEADER] == b"OutputTooLarge"
+    assert len(output.value) < 64 * 1024
+
+
+def test_a_huge_key_is_carried_as_a_bounded_identity() -> None:
+    message = inbound(b"%PDF-1.5", key=b"k" * (30 * 1024 * 1024))
+    output = simplify_message(cpu(), message)
+    assert output.topic == "deadletters"
+    assert len(output.key) <= MAX_SOURCE_BYTES and output.key.startswith(b"sha256:")
+    assert output.headers[SOURCE_HEADER] == output.key
+    assert from_msgpack(output.value, DeadLetter).key is None  # over the payload limit
 
 
 def test_input_adapter_accepts_msgpack_json_and_bare_html() -> None:
@@ -89,30 +135,37 @@ def test_input_adapter_refuses_malformed_messages(key: bytes | None, value: byte
         parse_raw_page(key, value, {})
 
 
-def test_simplify_routes_a_page_to_the_simplified_topic_keyed_by_page_id() -> None:
-    output = simplify_message(inbound(ARTICLE), context())
+def test_simplify_routes_a_lean_page_to_the_simplified_topic_keyed_by_page_id() -> None:
+    output = simplify_message(cpu(), inbound(ARTICLE))
     assert output.topic == "simplified" and output.route == "simplified"
     page = from_msgpack(output.value, SimplifiedPage)
     assert output.key == page.page_id.encode()
     assert output.headers[SOURCE_HEADER] == b"https://ferry.example/"
+    assert page.source == SourceRef("p.pages", 0, 7)
 
 
-def test_simplify_sends_an_over_budget_page_to_fallback() -> None:
+def test_simplify_sends_an_over_budget_page_to_fallback_with_a_pointer() -> None:
     tight = PipelineSettings(budget=TokenBudget(context_tokens=50))
-    output = simplify_message(inbound(ARTICLE), context(pipeline=tight))
+    output = simplify_message(cpu(tight), inbound(ARTICLE))
     assert output.topic == "fallback"
+    request = from_msgpack(output.value, FallbackRequest)
+    assert request.source == SourceRef("p.pages", 0, 7)
+    assert len(output.value) < 400
 
 
-def test_unusable_input_becomes_a_dead_letter_with_class_and_payload() -> None:
-    output = simplify_message(inbound(b"%PDF-1.5 data"), context())
+def test_unusable_input_becomes_a_dead_letter_with_class_payload_and_headers() -> None:
+    output = simplify_message(
+        cpu(), inbound(b"%PDF-1.5 data", headers={"content-type": b"application/pdf"})
+    )
     assert output.topic == "deadletters" and output.headers[ERROR_HEADER] == b"NotHtml"
     letter = from_msgpack(output.value, DeadLetter)
     assert (letter.stage, letter.error_class, letter.attempts) == ("simplify", "NotHtml", 1)
     assert letter.payload == b"%PDF-1.5 data" and letter.key == b"https://ferry.example/"
+    assert letter.headers == {"content-type": b"application/pdf"}
 
 
 def test_dead_letter_keeps_only_a_digest_above_the_payload_limit() -> None:
-    output = simplify_message(inbound(b"\x00" * 5000), context(payload_limit=1000))
+    output = simplify_message(cpu(payload_limit=1000), inbound(b"\x00" * 5000))
     letter = from_msgpack(output.value, DeadLetter)
     assert letter.payload is None and letter.payload_size == 5000
     assert len(letter.payload_sha256) == 64
@@ -120,21 +173,21 @@ def test_dead_letter_keeps_only_a_digest_above_the_payload_limit() -> None:
 
 def test_replayed_input_counts_its_attempts() -> None:
     message = inbound(b"", headers={"dripstream-attempts": b"2", SOURCE_HEADER: b"orig"})
-    letter = from_msgpack(simplify_message(message, context()).value, DeadLetter)
+    letter = from_msgpack(simplify_message(cpu(), message).value, DeadLetter)
     assert letter.attempts == 3
 
 
 def test_wrong_record_type_on_an_internal_topic_is_a_dead_letter() -> None:
-    for handle in (reconstruct_message, fallback_message):
-        output = handle(inbound(b"\x93\x01\x02\x03"), context())
-        assert output.topic == "deadletters"
+    junk = inbound(b"\x93\x01\x02\x03")
+    assert reconstruct_message(cpu(), junk).topic == "deadletters"
+    assert fallback_message(cpu(), (junk, None)).topic == "deadletters"
 
 
 def test_label_reconstruct_give_a_json_record() -> None:
-    simplified = simplify_message(inbound(ARTICLE), context())
-    (labelled,) = asyncio.run(label_messages([inbound(simplified.value)], context()))
+    simplified = simplify_message(cpu(), inbound(ARTICLE))
+    (labelled,) = asyncio.run(label_batch([inbound(simplified.value)], context()))
     assert labelled.topic == "labelled"
-    record_out = reconstruct_message(inbound(labelled.value), context())
+    record_out = reconstruct_message(cpu(), inbound(labelled.value))
     record = msgspec.json.decode(record_out.value)
     assert record_out.topic == "records" and "# Ferries" in record["markdown"]
     assert record["extractor"] == "dripper:heuristic"
@@ -155,15 +208,15 @@ class FlakyLabeller:
 
 
 def test_labeller_failures_are_retried_then_routed_to_fallback() -> None:
-    simplified = simplify_message(inbound(ARTICLE), context()).value
+    simplified = simplify_message(cpu(), inbound(ARTICLE)).value
     recovering = FlakyLabeller(failures=2)
     outputs = asyncio.run(
-        label_messages([inbound(simplified)], context(labeller=recovering, label_retries=3))
+        label_batch([inbound(simplified)], context(labeller=recovering, label_retries=3))
     )
     assert [o.topic for o in outputs] == ["labelled"] and recovering.calls == 3
     broken = FlakyLabeller(failures=99)
     outputs = asyncio.run(
-        label_messages(
+        label_batch(
             [inbound(simplified), inbound(b"junk")], context(labeller=broken, label_retries=2)
         )
     )
@@ -189,18 +242,52 @@ class SlowAsyncLabeller:
 
 
 def test_a_hanging_labeller_times_out_and_is_retried() -> None:
-    simplified = simplify_message(inbound(ARTICLE), context()).value
+    simplified = simplify_message(cpu(), inbound(ARTICLE)).value
     labeller = SlowAsyncLabeller()
     outputs = asyncio.run(
-        label_messages([inbound(simplified)], context(labeller=labeller, label_timeout_s=0.2))
+        label_batch([inbound(simplified)], context(labeller=labeller, label_timeout_s=0.2))
     )
     assert [o.topic for o in outputs] == ["labelled"] and labeller.calls == 2
 
 
-def test_fallback_stage_writes_a_fallback_record() -> None:
+def _fallback_request(page: Inbound) -> Inbound:
     tight = PipelineSettings(budget=TokenBudget(context_tokens=50))
-    request = simplify_message(inbound(ARTICLE), context(pipeline=tight))
-    record = msgspec.json.decode(fallback_message(inbound(request.value), context()).value)
+    request = simplify_message(cpu(tight), page)
+    assert request.topic == "fallback"
+    return Inbound("p.fallback", 0, 1, request.key, request.value, request.headers)
+
+
+def _fetcher(pages: dict[SourceRef, Inbound]):
+    async def fetch(refs: list[SourceRef]) -> dict[SourceRef, Inbound]:
+        return {ref: pages[ref] for ref in refs if ref in pages}
+
+    return fetch
+
+
+def test_fallback_stage_fetches_the_page_and_writes_a_fallback_record() -> None:
+    page = inbound(ARTICLE)
+    stage = context(fetch_sources=_fetcher({page.ref(): page}))
+    (output,) = asyncio.run(fallback_batch([_fallback_request(page)], stage))
+    record = msgspec.json.decode(output.value)
     assert record["extractor"] == "fallback:trafilatura"
     assert record["fallback_reason"] == "over_token_budget"
     assert "morning ferry" in record["markdown"]
+
+
+def test_fallback_for_a_page_the_topic_no_longer_holds_is_a_dead_letter() -> None:
+    stage = context(fetch_sources=_fetcher({}))
+    (output,) = asyncio.run(fallback_batch([_fallback_request(inbound(ARTICLE))], stage))
+    assert output.topic == "deadletters" and output.headers[ERROR_HEADER] == b"SourceExpired"
+    assert output.headers[SOURCE_HEADER] == b"https://ferry.example/"
+
+
+def test_a_fallback_past_its_time_limit_is_a_timeout_dead_letter_and_the_stage_goes_on() -> None:
+    slow_page = b"<html><body>" + b"<div><p>A paragraph of ordinary words here.</p></div>" * 40000
+    slow, quick = inbound(slow_page), Inbound("p.pages", 0, 8, b"q", ARTICLE, {})
+    requests = [_fallback_request(slow), _fallback_request(quick)]
+    fetch = _fetcher({slow.ref(): slow, quick.ref(): quick})
+    with Sandbox(cpu(), Limits(timeout_s=0.3, memory_mib=512)) as sandbox:
+        stage = context(fetch_sources=fetch, runner=sandbox)
+        first, second = asyncio.run(fallback_batch(requests, stage))
+    assert first.topic == "deadletters" and first.headers[ERROR_HEADER] == b"PageTimeout"
+    assert second.topic == "records"

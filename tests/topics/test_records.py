@@ -14,6 +14,7 @@ from topics.records import (
     PageRecord,
     RawPage,
     SimplifiedPage,
+    SourceRef,
     page_id,
 )
 
@@ -36,7 +37,7 @@ RECORDS: list[msgspec.Struct] = [
         mapping_blocks=['<p _item_id="1">x</p>', '<h1 _item_id="2">y</h1>'],
         token_count=12,
         tokenizer="estimate:utf8-bytes/4",
-        source_html="<html><p>x</p></html>",
+        source=SourceRef("dripstream.pages", 3, 12345),
         timings_ms={"simplify": 1.5},
     ),
     LabelledPage(
@@ -47,15 +48,16 @@ RECORDS: list[msgspec.Struct] = [
         labels=["main", "other"],
         labeller="heuristic",
         token_count=3,
-        source_html="<p>a</p><p>b</p>",
+        confidence=0.93,
+        source=SourceRef("dripstream.pages", 0, 1),
         timings_ms={"simplify": 1.0, "label": 2.0},
     ),
     FallbackRequest(
         page_id="c" * 32,
         url="https://example.com/",
         title="t",
-        source_html="<p>a</p>",
         reason="over_token_budget",
+        source=SourceRef("dripstream.pages", 1, 2),
         stage="simplify",
         token_count=99999,
     ),

@@ -1,0 +1,84 @@
+"""JSONL sinks: the records form (every outcome, errors included) and datatrove's form.
+
+``RecordsJsonlSink`` writes one object per page: ``status`` (``ok`` | ``fallback`` |
+``error``), the record's fields (``id`` is the input's id when it has one, ``page_id``
+the record's), or ``reason`` / ``error_class`` / ``message``.
+
+``DatatroveJsonlSink`` writes datatrove's ``Document`` shape, ``{"text", "id",
+"metadata"}``, so datatrove's ``JsonlReader`` and ``datasets.load_dataset("json")`` load
+it with their defaults. Pages without a record (errors) are not documents: skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import IO, Any
+
+import msgspec
+
+from processors.pipeline import Outcome
+
+
+class _JsonlSink:
+    def __init__(self, target: str) -> None:
+        self._own = target not in ("", "-")
+        self._out: IO[str] = (
+            open(target, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
+            if self._own
+            else sys.stdout
+        )
+        self.written = 0
+
+    def _line(self, outcome: Outcome, input_id: str | None) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def write(self, outcome: Outcome, input_id: str | None = None) -> None:
+        line = self._line(outcome, input_id)
+        if line is not None:
+            self._out.write(json.dumps(line, ensure_ascii=False) + "\n")
+            self.written += 1
+
+    def flush(self) -> None:
+        self._out.flush()
+        if self._own:
+            os.fsync(self._out.fileno())
+
+    def close(self) -> None:
+        self._out.flush()
+        if self._own:
+            self._out.close()
+
+
+class RecordsJsonlSink(_JsonlSink):
+    """Every outcome as a line (see the module docstring)."""
+
+    def _line(self, outcome: Outcome, input_id: str | None) -> dict[str, Any]:
+        line: dict[str, Any] = {"status": outcome.status}
+        if outcome.record is not None:
+            line.update(msgspec.to_builtins(outcome.record))
+            line["page_id"] = outcome.record.id
+        if outcome.status != "ok":
+            line.update(
+                reason=outcome.reason, error_class=outcome.error_class, message=outcome.message
+            )
+        if input_id is not None:
+            line["id"] = input_id
+        return line
+
+
+class DatatroveJsonlSink(_JsonlSink):
+    """datatrove ``Document`` lines: ``text`` = Markdown, ``id`` = the record id."""
+
+    def _line(self, outcome: Outcome, input_id: str | None) -> dict[str, Any] | None:
+        record = outcome.record
+        if record is None:
+            return None
+        metadata = msgspec.to_builtins(record)
+        metadata.pop("markdown")
+        metadata.pop("id")
+        metadata["status"] = outcome.status
+        if input_id is not None:
+            metadata["input_id"] = input_id
+        return {"text": record.markdown, "id": record.id, "metadata": metadata}

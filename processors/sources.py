@@ -1,0 +1,148 @@
+"""Readers of crawl output: files in, an iterator of pages out, in constant memory.
+
+One reader per input form; ``read_pages`` picks by the path:
+
+- ``-``: one HTML document on standard input;
+- a folder: every ``*.html`` / ``*.htm`` / ``*.xhtml`` below it, in name order;
+- ``*.jsonl`` (also ``.jsonl.gz`` / ``.jsonl.xz``): one JSON object a line, with ``url``
+  (or ``id``) and ``html`` as text; ``status``, ``fetched_at``, ``crawl_id`` and
+  ``content_type`` are kept when present;
+- ``*.warc`` / ``*.warc.gz``: the HTML response records (fastwarc, streamed);
+- anything else: one HTML file.
+
+Every reader streams: a file is never loaded whole (except one HTML document), so memory
+stays flat whatever the input's size. ``extract``, ``eval`` and ``produce`` all read
+through here. Adding a source: a reader function and one branch in ``read_pages``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import lzma
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from topics.records import RawPage
+
+HTML_SUFFIXES = (".html", ".htm", ".xhtml")
+JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.xz")
+WARC_SUFFIXES = (".warc", ".warc.gz")
+
+
+class SourceError(ValueError):
+    """An input file that cannot be read as the form its name says."""
+
+
+@dataclass(frozen=True)
+class InputPage:
+    """A page as read, with the input's own id and, for datasets, the whole row."""
+
+    raw: RawPage
+    id: str | None = None
+    row: dict[str, Any] = field(default_factory=dict)
+
+
+def open_text(path: Path) -> IO[str]:
+    """A text stream of a plain, gzip or xz file."""
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8")
+    if path.name.endswith(".xz"):
+        return lzma.open(path, "rt", encoding="utf-8")
+    return path.open(encoding="utf-8")
+
+
+def read_rows(path: str | Path) -> Iterator[dict[str, Any]]:
+    """JSON objects, one a line; raises SourceError with the line number otherwise."""
+    path = Path(path)
+    with open_text(path) as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise SourceError(f"{path}:{number}: not a JSON object: {error}") from None
+            if not isinstance(row, dict):
+                raise SourceError(f"{path}:{number}: not a JSON object")
+            yield row
+
+
+def raw_page_from_row(row: dict[str, Any], html: str | None = None) -> RawPage:
+    """A dataset or crawl row as a RawPage; ``html`` replaces the row's (cleaned copies)."""
+    text = row.get("html") if html is None else html
+    status = row.get("status")
+    fetched_at = row.get("fetched_at")
+    return RawPage(
+        url=str(row.get("url") or row.get("id") or ""),
+        html=str(text or "").encode("utf-8"),
+        charset="utf-8",
+        content_type=row.get("content_type"),
+        status=status if isinstance(status, int) else None,
+        fetched_at=float(fetched_at) if isinstance(fetched_at, int | float) else None,
+        crawl_id=row.get("crawl_id"),
+    )
+
+
+def _jsonl_pages(path: Path) -> Iterator[InputPage]:
+    for row in read_rows(path):
+        page_id = row.get("id")
+        yield InputPage(raw_page_from_row(row), str(page_id) if page_id is not None else None, row)
+
+
+def _warc_pages(path: Path) -> Iterator[InputPage]:
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    with path.open("rb") as stream:
+        for record in ArchiveIterator(
+            stream, record_types=WarcRecordType.response, parse_http=True
+        ):
+            http = record.http_headers
+            headers = {name.lower(): value for name, value in (http or {}).items()}
+            content_type = headers.get("content-type", "")
+            if "html" not in content_type.lower():
+                continue
+            yield InputPage(
+                RawPage(
+                    url=record.headers.get("WARC-Target-URI", ""),
+                    html=record.reader.read(),
+                    content_type=content_type,
+                    status=http.status_code if http is not None else None,
+                ),
+                record.record_id,
+            )
+
+
+def _html_file(path: Path) -> InputPage:
+    return InputPage(RawPage(url=path.resolve().as_uri(), html=path.read_bytes()), str(path))
+
+
+def read_pages(
+    source: str, url: str | None = None, charset: str | None = None
+) -> Iterator[InputPage]:
+    """The pages of one source (see the module docstring); ``url`` and ``charset`` apply
+    to a single HTML document (a file or standard input)."""
+    if source == "-":
+        yield InputPage(RawPage(url=url or "stdin:", html=sys.stdin.buffer.read(), charset=charset))
+        return
+    path = Path(source)
+    if not path.exists():
+        raise SourceError(f"{source}: no such file or folder")
+    if path.is_dir():
+        for child in sorted(path.rglob("*")):
+            if child.suffix.lower() in HTML_SUFFIXES and child.is_file():
+                yield _html_file(child)
+    elif path.name.endswith(WARC_SUFFIXES):
+        yield from _warc_pages(path)
+    elif path.name.endswith(JSONL_SUFFIXES):
+        yield from _jsonl_pages(path)
+    else:
+        page = _html_file(path)
+        if url or charset:
+            page = InputPage(
+                RawPage(url=url or page.raw.url, html=page.raw.html, charset=charset), page.id
+            )
+        yield page

@@ -1,0 +1,218 @@
+"""Offline commands: ``extract``, ``simplify`` and ``eval`` (no Kafka)."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+from processors.decode import check_html, decode_html
+from processors.errors import PageError
+from processors.evaluation import EvalReport, evaluate
+from processors.pipeline import PipelineSettings, extract_pages
+from processors.sandbox import InProcess, Limits, PageRunner, Sandbox
+from processors.simplify import simplify
+from processors.sinks import open_sink
+from processors.sinks.jsonl import RecordsJsonlSink
+from processors.sources import (
+    JSONL_SUFFIXES,
+    WARC_SUFFIXES,
+    InputPage,
+    read_pages,
+    read_rows,
+)
+from streams.cli.common import (
+    EXIT_INPUT,
+    add_pipeline_options,
+    add_profile_options,
+    labeller_from_args,
+    pipeline_from_args,
+    with_example,
+)
+
+BATCH = 32
+
+
+def _runner(args: argparse.Namespace, settings: PipelineSettings) -> PageRunner:
+    return InProcess(settings) if args.no_sandbox else Sandbox(settings, Limits())
+
+
+def _single_document(args: argparse.Namespace) -> bool:
+    """One HTML document to standard output (Markdown), rather than a batch of records."""
+    if args.out or len(args.sources) != 1:
+        return False
+    source = args.sources[0]
+    return source == "-" or not (
+        Path(source).is_dir() or source.endswith((*JSONL_SUFFIXES, *WARC_SUFFIXES))
+    )
+
+
+def cmd_extract(args: argparse.Namespace) -> int:
+    if args.jsonl:
+        args.sources.append(args.jsonl)
+    if not args.sources:
+        args.sources = ["-"]
+    settings = pipeline_from_args(args)
+    labeller = labeller_from_args(args)
+    with _runner(args, settings) as runner:
+        if _single_document(args):
+            return _extract_one(args, labeller, settings, runner)
+        return _extract_batch(args, labeller, settings, runner)
+
+
+def _extract_one(args, labeller, settings, runner) -> int:
+    [page] = read_pages(args.sources[0], url=args.url, charset=args.charset)
+    [outcome] = extract_pages([page.raw], labeller, settings, runner)
+    if args.format == "json":
+        RecordsJsonlSink("-").write(outcome)
+    elif outcome.record is not None:
+        print(outcome.record.markdown)
+    if outcome.status == "error":
+        print(f"error: {outcome.error_class}: {outcome.message}", file=sys.stderr)
+        return EXIT_INPUT
+    if outcome.status == "fallback":
+        print(f"note: fallback extractor used ({outcome.reason})", file=sys.stderr)
+    return 0
+
+
+def _pages(sources: list[str]) -> Iterator[InputPage]:
+    for source in sources:
+        yield from read_pages(source)
+
+
+def _extract_batch(args, labeller, settings, runner) -> int:
+    from tqdm import tqdm
+
+    counts: Counter[str] = Counter()
+    pages = _pages(args.sources)
+    with ExitStack() as stack:
+        sink = open_sink(args.out or "-")
+        stack.callback(sink.close)
+        bar = stack.enter_context(tqdm(unit="page", file=sys.stderr, disable=args.quiet or None))
+        while batch := list(itertools.islice(pages, BATCH)):
+            outcomes = extract_pages([page.raw for page in batch], labeller, settings, runner)
+            for page, outcome in zip(batch, outcomes, strict=True):
+                counts[outcome.status] += 1
+                sink.write(outcome, page.id)
+            bar.update(len(batch))
+    print(
+        " ".join(f"{status}={count}" for status, count in sorted(counts.items())), file=sys.stderr
+    )
+    return 0
+
+
+def cmd_simplify(args: argparse.Namespace) -> int:
+    settings = pipeline_from_args(args)
+    [page] = read_pages(args.file, charset=args.charset)
+    data = page.raw.html
+    text = decode_html(data, page.raw.charset)
+    try:
+        check_html(data, text)
+        document = simplify(text)
+    except PageError as error:
+        print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
+        return EXIT_INPUT
+    counter = settings.token_counter
+    print(document.simplified_html)
+    print(
+        f"\nblocks: {document.block_count}  tokens: "
+        f"{counter.count(document.simplified_html)} ({counter.name})  "
+        f"raw tokens: {counter.count(text)}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    settings = pipeline_from_args(args)
+    labeller = labeller_from_args(args)
+    rows = list(read_rows(args.dataset))
+    with (
+        _runner(args, settings) as runner,
+        tqdm(total=len(rows), unit="page", file=sys.stderr, disable=args.quiet or None) as bar,
+    ):
+        report = evaluate(rows, labeller, settings, progress=bar.update, runner=runner)
+    if args.json:
+        print(json.dumps(report.to_json(), ensure_ascii=False, indent=1))
+    else:
+        _print_report(report)
+    return 0
+
+
+def _print_report(report: EvalReport) -> None:
+    print(f"{'id':40s} {'subset':10s} {'f1':>6s} {'prec':>6s} {'recall':>6s}  extractor")
+    for page in report.pages:
+        print(
+            f"{page.id[:40]:40s} {page.subset or '-':10s} {page.f1:6.3f} "
+            f"{page.precision:6.3f} {page.recall:6.3f}  {page.extractor}"
+        )
+    summary = report.to_json()
+    print(
+        f"\nlabeller {report.labeller}: {len(report.pages)} pages, mean ROUGE-5 F1 "
+        f"{summary['mean_f1']:.4f} (precision {summary['mean_precision']:.4f}, "
+        f"recall {summary['mean_recall']:.4f})"
+    )
+    subsets = report.by_subset()
+    if len(subsets) > 1:
+        for subset, mean in subsets.items():
+            print(f"  subset {subset}: mean F1 {mean:.4f}")
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    extract = commands.add_parser(
+        "extract",
+        help="HTML in, Markdown out (offline)",
+        description="Extract the main content of pages. One HTML file (or standard input) "
+        "prints its Markdown; JSONL, WARC, folders or --out write one record per page.",
+        epilog=with_example("dripstream extract pages.warc.gz -o records.jsonl"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    extract.add_argument(
+        "sources",
+        nargs="*",
+        help="HTML files, folders, JSONL (.jsonl[.gz|.xz]) or WARC files; - or none: stdin",
+    )
+    extract.add_argument("--url", help="the page's URL, to resolve its links (one document)")
+    extract.add_argument("--charset", help="the input's charset, if known (one document)")
+    extract.add_argument(
+        "--format", choices=("md", "json"), default="md", help="one document: Markdown or JSON"
+    )
+    extract.add_argument("--jsonl", help="a JSONL input of {id,url,html} lines (same as a source)")
+    extract.add_argument(
+        "-o",
+        "--out",
+        help="write records to a sink: PATH or KIND:PATH (records, datatrove); default stdout",
+    )
+    add_pipeline_options(extract)
+    extract.set_defaults(run=cmd_extract)
+
+    simple = commands.add_parser(
+        "simplify",
+        help="show the simplified sequence and counts",
+        description="Print the simplified page the labeller reads, with block and token counts.",
+        epilog=with_example("dripstream simplify page.html --profile mineru-html-qwen3-0.6b"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    simple.add_argument("file", help="HTML file, or - for standard input")
+    simple.add_argument("--charset", help="the input's charset, if known")
+    add_profile_options(simple)
+    simple.set_defaults(run=cmd_simplify, quiet=False)
+
+    evaluation = commands.add_parser(
+        "eval",
+        help="ROUGE-5 F1 against gold on a JSONL dataset",
+        description="Run the pipeline on every page of a dataset and score it against gold.",
+        epilog=with_example("dripstream eval ../shared/data/articles_dev.jsonl --json"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    evaluation.add_argument("dataset", help="JSONL (.jsonl[.gz|.xz]) with html and gold")
+    evaluation.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_pipeline_options(evaluation)
+    evaluation.set_defaults(run=cmd_eval)

@@ -1,0 +1,165 @@
+"""Operations on a live pipeline: ``worker``, ``topics``, ``produce``, ``tail``, ``dlq``,
+``config`` and ``labellers``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from processors.labellers.registry import LABELLERS
+from streams.cli.common import add_profile_options, stream_settings, with_example
+from streams.stages import DEFAULT_STAGES, STAGES
+from topics.topics import ALL_TOPICS, RECORDS
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from streams.worker import run_worker
+
+    run_worker(stream_settings(args))
+    return 0
+
+
+def cmd_topics(args: argparse.Namespace) -> int:
+    from streams.kafka import create_topics, describe_topics
+
+    settings = stream_settings(args)
+    if args.action == "create":
+        for name, outcome in asyncio.run(create_topics(settings)).items():
+            print(f"{name}: {outcome}")
+    else:
+        for topic in asyncio.run(describe_topics(settings)):
+            print(json.dumps(topic))
+    return 0
+
+
+def cmd_produce(args: argparse.Namespace) -> int:
+    from processors.sources import read_pages
+    from streams.tools import produce_pages
+
+    settings = stream_settings(args)
+    pages = (page.raw for source in args.sources for page in read_pages(source))
+    ids = asyncio.run(produce_pages(settings, pages, progress=not args.quiet))
+    print(f"produced {len(ids)} pages to {settings.topic_prefix}pages", file=sys.stderr)
+    return 0
+
+
+def cmd_tail(args: argparse.Namespace) -> int:
+    from streams.tools import read_topics
+
+    settings = stream_settings(args)
+    messages = asyncio.run(read_topics(settings, [args.topic], idle_s=args.idle))
+    for message in messages[-args.last :] if args.last else messages:
+        value = (
+            message.value.decode("utf-8", "replace")
+            if message.topic == RECORDS
+            else f"<{len(message.value)} bytes>"
+        )
+        key = (message.key or b"").decode("utf-8", "replace")
+        print(f"{message.partition}:{message.offset} key={key} {value}")
+    return 0
+
+
+def cmd_dlq(args: argparse.Namespace) -> int:
+    from streams.tools import describe_dead_letter, read_topics, replay_dead_letters
+
+    settings = stream_settings(args)
+    if args.action == "list":
+        for message in asyncio.run(read_topics(settings, ["deadletters"], idle_s=args.idle)):
+            print(json.dumps(describe_dead_letter(message), ensure_ascii=False))
+        return 0
+    offsets = set(args.offset) if args.offset else None
+    sent, skipped = asyncio.run(
+        replay_dead_letters(settings, offsets, include_replays=args.include_replays)
+    )
+    print(f"replayed {sent} dead letters ({skipped} skipped)", file=sys.stderr)
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    for name, value in stream_settings(args).describe():
+        print(f"{name}={value}")
+    return 0
+
+
+def cmd_labellers(args: argparse.Namespace) -> int:
+    for name, factory in sorted(LABELLERS.items()):
+        print(f"{name:12s} {factory}")
+    return 0
+
+
+def _parser(commands: argparse._SubParsersAction, name: str, summary: str, example: str):
+    return commands.add_parser(
+        name,
+        help=summary,
+        description=summary,
+        epilog=with_example(example),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    worker = _parser(
+        commands,
+        "worker",
+        "run stream stages until SIGTERM (settings: DRIPSTREAM_* variables)",
+        "dripstream worker --stages label --labeller vllm --profile mineru-html-qwen3-0.6b",
+    )
+    worker.add_argument(
+        "--stages",
+        help=f"comma-separated from {', '.join(STAGES)} (default {','.join(DEFAULT_STAGES)})",
+    )
+    worker.add_argument("--labeller", choices=sorted(LABELLERS), help="label-stage labeller")
+    add_profile_options(worker)
+    worker.set_defaults(run=cmd_worker, profile=None)
+
+    topics = _parser(
+        commands, "topics", "create or describe the pipeline topics", "dripstream topics create"
+    )
+    topics.add_argument("action", choices=("create", "describe"), help="what to do")
+    topics.set_defaults(run=cmd_topics)
+
+    produce = _parser(
+        commands, "produce", "feed pages to the pages topic", "dripstream produce crawl.warc.gz"
+    )
+    produce.add_argument("sources", nargs="+", help="HTML files, folders, JSONL or WARC files")
+    produce.add_argument("--quiet", action="store_true", help="no progress bar")
+    produce.set_defaults(run=cmd_produce)
+
+    tail = _parser(
+        commands, "tail", "print the messages of a topic", "dripstream tail records --last 5"
+    )
+    tail.add_argument("topic", choices=ALL_TOPICS, help="short topic name (without prefix)")
+    tail.add_argument("--last", type=int, default=0, help="only the last N messages")
+    tail.add_argument("--idle", type=float, default=2.0, help="stop after N idle seconds")
+    tail.set_defaults(run=cmd_tail)
+
+    dlq = _parser(
+        commands,
+        "dlq",
+        "inspect or replay dead letters (each at most once)",
+        "dripstream dlq replay --offset 12",
+    )
+    dlq.add_argument("action", choices=("list", "replay"), help="what to do")
+    dlq.add_argument("--offset", type=int, action="append", help="replay only these offsets")
+    dlq.add_argument(
+        "--include-replays",
+        action="store_true",
+        help="also replay dead letters that came from an earlier replay",
+    )
+    dlq.add_argument("--idle", type=float, default=2.0, help="stop after N idle seconds")
+    dlq.set_defaults(run=cmd_dlq)
+
+    config = _parser(
+        commands,
+        "config",
+        "print the stream settings in force (secrets masked)",
+        "DRIPSTREAM_BROKERS=kafka:9092 dripstream config",
+    )
+    config.set_defaults(run=cmd_config)
+
+    labellers = _parser(
+        commands, "labellers", "list the registered labellers", "dripstream labellers"
+    )
+    labellers.set_defaults(run=cmd_labellers)
