@@ -1,0 +1,496 @@
+"""Per-block features for the learned labeller, from both branches of a simplified page.
+
+One pass: the simplified page is parsed once (lexbor) and walked over its *containers*
+only (the markup the simplifier kept around the blocks, the blocks' roots; never inside a
+block), which gives every block its ancestor chain; the block's text statistics come from
+its mapping HTML with a few C-level string operations (full text, not the truncated
+simplified text). Everything else is numpy over the page's block vectors.
+
+Feature groups (``FEATURE_NAMES`` lists them in column order):
+
+* block: tag (categorical), text length, words, link text share, links, images, list
+  items, line breaks, punctuation / digit / currency density;
+* tag path: tag of the parent and grandparent container (categorical), depth, inside
+  ``article`` / ``main`` / a layout table cell, generic class/id words that name
+  boilerplate or content (the same word lists as the heuristic labeller) on the block and
+  on its ancestors;
+* class/id tokens, hashed (CRC-32, stable across processes) into buckets: the block root's
+  own tokens, the tokens of elements inside the block, the tokens of its three nearest
+  ancestors;
+* position: block index and text offset as page fractions, distance to the page's longest
+  block;
+* neighbours: text length, link share and tag of the blocks one and two before / after,
+  text-weighted link share and text over windows of 3 and 7 blocks;
+* containers: blocks, text and link share under the parent and grandparent container
+  (share of the page), how often the parent's class string repeats on the page (cards of
+  listings / collections), same-tag siblings; the readability-style best container (text-
+  rich, link-poor blocks vote for their ancestors with decaying weight): inside it or not,
+  its share of the page text;
+* page context (the same for every block of a page; page-type signals): block count, text
+  length, link share, shares of list items / table cells / headings / link-dominated
+  blocks, currency symbols, ``article`` / ``main`` present, the block's text matching the
+  page title.
+
+No feature names a site, a URL or a string from the training data: the only words used are
+the generic class/id vocabularies below, and class/id tokens are hashed.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Sequence
+
+import numpy as np
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+FEATURE_VERSION = 1
+
+_TAG_LIST = (
+    "p div span a li ul ol dl dt dd h1 h2 h3 h4 h5 h6 table tr td th tbody thead pre code "
+    "figure figcaption blockquote img section article main form label strong b em i small "
+    "time address caption summary details hr br center font header footer aside nav body"
+).split()
+TAG_CODES = {tag: code for code, tag in enumerate(_TAG_LIST, 1)}  # 0 = other
+HEADINGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
+
+NEGATIVE_WORDS = frozenset(
+    "comment comments sidebar widget share sharing social related promo ad ads advert "
+    "advertisement banner menu breadcrumb breadcrumbs cookie cookies subscribe newsletter "
+    "footer header nav navbar navigation popup modal login signup signin tags tag copyright "
+    "disclaimer recommended recommend trending popular sponsor sponsored byline author meta "
+    "toolbar pagination pager caption credit teaser more next prev previous skip".split()
+)
+POSITIVE_WORDS = frozenset(
+    "article content post entry story body main text prose blog news paragraph articlebody "
+    "storybody richtext markdown description product detail details review answer question "
+    "documentation docs thread message".split()
+)
+
+OWN_BUCKETS = 48
+INNER_BUCKETS = 32
+ANCESTOR_BUCKETS = 96
+_ANCESTOR_LEVELS = 3
+_DECAY = (1.0, 0.5, 0.33, 0.25, 0.2)
+
+_CLASS_RE = re.compile(r' class="([^"]*)"')
+_NAME_SPLIT = re.compile(r"[^a-z0-9]+")
+
+_SCALAR_NAMES = [
+    "tag",
+    "parent_tag",
+    "grandparent_tag",
+    "log_text",
+    "log_words",
+    "link_share",
+    "links",
+    "images",
+    "list_items",
+    "breaks",
+    "punct_per_word",
+    "digit_share",
+    "currency",
+    "is_heading",
+    "depth",
+    "in_article",
+    "in_cell",
+    "own_negative",
+    "own_positive",
+    "anc_negative",
+    "anc_positive",
+    "inner_negative",
+    "pos_index",
+    "pos_text",
+    "dist_longest",
+    "rel_text",
+    "prev_log_text",
+    "prev2_log_text",
+    "next_log_text",
+    "next2_log_text",
+    "prev_link_share",
+    "next_link_share",
+    "prev_tag",
+    "next_tag",
+    "win3_link",
+    "win7_link",
+    "win3_log_text",
+    "win7_log_text",
+    "parent_blocks",
+    "parent_text_share",
+    "parent_link_share",
+    "grand_blocks",
+    "grand_text_share",
+    "grand_link_share",
+    "parent_class_repeat",
+    "same_tag_siblings",
+    "in_best",
+    "best_text_share",
+    "best_depth_delta",
+    "title_match",
+    "page_blocks",
+    "page_log_text",
+    "page_link_share",
+    "page_li_share",
+    "page_cell_share",
+    "page_heading_share",
+    "page_linky_share",
+    "page_currency",
+    "page_has_article",
+    "page_has_main",
+]
+CATEGORICAL = ("tag", "parent_tag", "grandparent_tag", "prev_tag", "next_tag")
+FEATURE_NAMES = (
+    _SCALAR_NAMES
+    + [f"own_h{i}" for i in range(OWN_BUCKETS)]
+    + [f"inner_h{i}" for i in range(INNER_BUCKETS)]
+    + [f"anc_h{i}" for i in range(ANCESTOR_BUCKETS)]
+)
+N_FEATURES = len(FEATURE_NAMES)
+_COL = {name: i for i, name in enumerate(_SCALAR_NAMES)}
+_OWN0 = len(_SCALAR_NAMES)
+_INNER0 = _OWN0 + OWN_BUCKETS
+_ANC0 = _INNER0 + INNER_BUCKETS
+
+_NO_CLASS: tuple = ((), (), (), 0, 0)
+_class_cache: dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], int, int]] = {}
+_CACHE_LIMIT = 100_000
+
+
+def _class_info(names: str) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], int, int]:
+    """Of a class/id string: the feature columns of its hashed tokens as the block's own,
+    as inner elements', as an ancestor's; its boilerplate words; its content words."""
+    info = _class_cache.get(names)
+    if info is None:
+        hashes = []
+        negative = positive = 0
+        for word in _NAME_SPLIT.split(names.lower()):
+            if not word or word.isdigit() or len(word) > 40:
+                continue
+            hashes.append(zlib.crc32(word.encode()))
+            negative += word in NEGATIVE_WORDS
+            positive += word in POSITIVE_WORDS
+        info = (
+            tuple(_OWN0 + h % OWN_BUCKETS for h in hashes),
+            tuple(_INNER0 + h % INNER_BUCKETS for h in hashes),
+            tuple(_ANC0 + h % ANCESTOR_BUCKETS for h in hashes),
+            negative,
+            positive,
+        )
+        if len(_class_cache) < _CACHE_LIMIT:
+            _class_cache[names] = info
+    return info
+
+
+def _walk(root: LexborNode) -> tuple[list[tuple], dict[int, tuple]]:
+    """Containers as (tag, class/id string, parent index, depth), parents before children,
+    and per block id (tag, class/id string, parent container index)."""
+    containers: list[tuple] = []
+    found: dict[int, tuple] = {}
+    stack = [(root, -1, 0)]
+    while stack:
+        node, parent, depth = stack.pop()
+        for child in node.iter():
+            attrs = child.attributes
+            names = f"{attrs.get('class') or ''} {attrs.get('id') or ''}".strip()
+            item = attrs.get("_item_id")
+            if item is not None:
+                if item.isdigit():
+                    found[int(item)] = (child.tag or "", names, parent)
+                continue
+            containers.append((child.tag or "", names, parent, depth + 1))
+            stack.append((child, len(containers) - 1, depth + 1))
+    return containers, found
+
+
+_DIGIT, _PUNCT, _CURRENCY, _INVISIBLE = 1, 2, 4, 8
+_LUT = np.zeros(0x10000, dtype=np.uint8)
+_LUT[ord("0") : ord("9") + 1] = _DIGIT
+_LUT[[ord(c) for c in ".,;:!?。，、；：！？"]] = _PUNCT
+_LUT[[ord(c) for c in "$€£¥₹"]] = _CURRENCY
+_LUT[: ord(" ") + 1] = _INVISIBLE
+_LUT[[0xA0, 0x3000, 0x200B, 0xFEFF]] = _INVISIBLE
+
+
+def _char_stats(text: str, n: int, full: bool = True) -> tuple[np.ndarray, ...]:
+    """Per block (blocks separated by NUL in ``text``): visible characters and, with
+    ``full``, words, digits, punctuation marks and currency symbols (numpy over the UTF-16
+    code units)."""
+    codes = np.frombuffer(text.encode("utf-16-le", "surrogatepass"), dtype=np.uint16)
+    block = np.cumsum(codes == 0)
+    flags = _LUT[codes]
+    visible = (flags & _INVISIBLE) == 0
+    size = n + 1
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(block, weights=mask, minlength=size)[:n]
+
+    if not full:
+        return (count(visible),)
+    word_start = visible.copy()
+    word_start[1:] &= ~visible[:-1]
+    return (
+        count(visible),
+        count(word_start),
+        count((flags & _DIGIT) > 0),
+        count((flags & _PUNCT) > 0),
+        count((flags & _CURRENCY) > 0),
+    )
+
+
+_LINK_JOINED = re.compile(r"<a\b[^>\x00]*>[^\x00]*?</a>", re.IGNORECASE)
+_TAG_JOINED = re.compile(r"<[^>\x00]*>")
+
+
+def page_features(
+    simplified_html: str, mapping_blocks: Sequence[str], title: str = ""
+) -> np.ndarray:
+    """Feature matrix of one page: one row per block, ``N_FEATURES`` float32 columns."""
+    n = len(mapping_blocks)
+    X = np.zeros((n, N_FEATURES), dtype=np.float32)
+    if n == 0:
+        return X
+    tree = LexborHTMLParser(simplified_html)
+    root = tree.body or tree.root
+    raw_containers, found = _walk(root) if root is not None else ([], {})
+    n_cont = len(raw_containers)
+
+    # -- containers: cumulative ancestor properties, parents first -----------------------
+    c_parent = [c[2] for c in raw_containers]
+    c_tag = [c[0] for c in raw_containers]
+    c_key = [c[1] for c in raw_containers]
+    c_depth = [c[3] for c in raw_containers]
+    c_neg = [0] * n_cont
+    c_pos = [0] * n_cont
+    c_article = [False] * n_cont
+    c_cell = [False] * n_cont
+    c_cols: list[tuple[int, ...]] = [()] * n_cont  # own + 2 nearest ancestors' tokens
+    own_cols: list[tuple[int, ...]] = [()] * n_cont
+    key_count: dict[str, int] = {}
+    for c in range(n_cont):
+        _own, _inner, cols, negative, positive = _class_info(c_key[c]) if c_key[c] else _NO_CLASS
+        own_cols[c] = cols
+        p = c_parent[c]
+        tag = c_tag[c]
+        if p >= 0:
+            c_neg[c] = c_neg[p] + negative
+            c_pos[c] = c_pos[p] + positive
+            c_article[c] = c_article[p] or tag in ("article", "main")
+            c_cell[c] = c_cell[p] or tag == "td"
+            gp = c_parent[p]
+            c_cols[c] = cols + own_cols[p] + (own_cols[gp] if gp >= 0 else ())
+        else:
+            c_neg[c], c_pos[c] = negative, positive
+            c_article[c] = tag in ("article", "main")
+            c_cell[c] = tag == "td"
+            c_cols[c] = cols
+        if c_key[c]:
+            key_count[c_key[c]] = key_count.get(c_key[c], 0) + 1
+
+    # -- block text statistics from the mapping branch, on the joined page ---------------
+    joined = "\x00".join(mapping_blocks)
+    text_len, words, digits, punct, currency = _char_stats(_TAG_JOINED.sub(" ", joined), n)
+    if "<a" in joined:
+        nonlink = _TAG_JOINED.sub(" ", _LINK_JOINED.sub(" ", joined))
+        link_len = np.maximum(text_len - _char_stats(nonlink, n, full=False)[0], 0.0)
+    else:
+        link_len = np.zeros(n)
+    col = _COL
+    rows_hash: list[int] = []
+    cols_hash: list[int] = []
+    inner_negative = [0] * n
+    for i, block in enumerate(mapping_blocks):
+        if ' class="' in block:
+            _own, inner, _anc, inner_negative[i], _positive = _class_info(
+                " ".join(_CLASS_RE.findall(block))
+            )
+            rows_hash.extend([i] * len(inner))
+            cols_hash.extend(inner)
+
+    # -- blocks in the simplified tree: tag path and class words ------------------------
+    tag_list = [0] * n
+    parent_list = [-1] * n
+    own_negative = [0] * n
+    own_positive = [0] * n
+    for item, (tag, names, parent) in found.items():
+        i = item - 1
+        if not 0 <= i < n:
+            continue
+        tag_list[i] = TAG_CODES.get(tag, 0)
+        parent_list[i] = parent
+        if names:
+            own, _inner, _anc, own_negative[i], own_positive[i] = _class_info(names)
+            rows_hash.extend([i] * len(own))
+            cols_hash.extend(own)
+        if parent >= 0:
+            anc = c_cols[parent]
+            rows_hash.extend([i] * len(anc))
+            cols_hash.extend(anc)
+    tags = np.array(tag_list, dtype=np.int32)
+    parents = np.array(parent_list, dtype=np.int64)
+    has_parent = parents >= 0
+    gather = np.where(has_parent, parents, n_cont)  # index n_cont: the "no parent" row
+
+    def per_block(values: list, default: float = 0.0) -> np.ndarray:
+        return np.array([*values, default], dtype=float)[gather]
+
+    anc_negative = per_block(c_neg)
+    anc_positive = per_block(c_pos)
+    in_article = per_block(c_article)
+    in_cell = per_block(c_cell)
+    depth = per_block(c_depth)
+    c_tag_code = [TAG_CODES.get(tag, 0) for tag in c_tag]
+    parent_tag = per_block(c_tag_code)
+    grand_tag = per_block([c_tag_code[p] if p >= 0 else 0 for p in c_parent])
+    class_repeat = per_block([key_count.get(key, 0) if key else 0 for key in c_key])
+    title_match = np.zeros(n)
+    if title:
+        title_words = set(title.lower().split())
+        for i in np.flatnonzero((tags >= TAG_CODES["h1"]) & (tags <= TAG_CODES["h6"])).tolist():
+            block_words = set(_TAG_JOINED.sub(" ", mapping_blocks[i]).lower().split())
+            union = title_words | block_words
+            title_match[i] = len(block_words & title_words) / len(union) if union else 0.0
+    if rows_hash:
+        flat = np.array(rows_hash) * N_FEATURES + np.array(cols_hash)
+        X += np.bincount(flat, minlength=n * N_FEATURES).reshape(n, N_FEATURES)
+
+    total_text = float(text_len.sum()) or 1.0
+    link_share = np.divide(link_len, text_len, out=np.ones(n), where=text_len > 0)
+    log_text = np.log1p(text_len)
+
+    # -- container aggregates (subtree sums) and the best container ----------------------
+    sub_blocks = [0.0] * n_cont
+    sub_text = [0.0] * n_cont
+    sub_link = [0.0] * n_cont
+    score = [0.0] * n_cont
+    if n_cont:
+        direct = parents[has_parent]
+        sub_blocks = np.bincount(direct, minlength=n_cont).astype(float).tolist()
+        sub_text = np.bincount(direct, weights=text_len[has_parent], minlength=n_cont).tolist()
+        sub_link = np.bincount(direct, weights=link_len[has_parent], minlength=n_cont).tolist()
+        for c in range(n_cont - 1, -1, -1):
+            p = c_parent[c]
+            if p >= 0:
+                sub_blocks[p] += sub_blocks[c]
+                sub_text[p] += sub_text[c]
+                sub_link[p] += sub_link[c]
+        weight = np.where((text_len >= 40) & (link_share <= 0.5), text_len * (1 - link_share), 0)
+        for i in np.flatnonzero(weight > 0).tolist():
+            c = int(parents[i])
+            w = float(weight[i])
+            for decay in _DECAY:
+                if c < 0:
+                    break
+                score[c] += w * decay
+                c = c_parent[c]
+    best = max(range(n_cont), key=score.__getitem__, default=-1)
+    if best >= 0 and score[best] <= 0:
+        best = -1
+    under_best = [False] * n_cont
+    if best >= 0:
+        for c in range(best, n_cont):
+            under_best[c] = c == best or (c_parent[c] >= 0 and under_best[c_parent[c]])
+    parent_blocks = np.zeros(n)
+    parent_text = np.zeros(n)
+    parent_link = np.ones(n)
+    grand_blocks = np.zeros(n)
+    grand_text = np.zeros(n)
+    grand_link = np.ones(n)
+    in_best = np.zeros(n)
+    best_delta = np.zeros(n)
+    same_tag: dict[tuple[int, int], int] = {}
+    for i in range(n):
+        key = (int(parents[i]), int(tags[i]))
+        same_tag[key] = same_tag.get(key, 0) + 1
+    same_tag_siblings = np.array([same_tag[(int(parents[i]), int(tags[i]))] for i in range(n)])
+    for i in np.flatnonzero(has_parent).tolist():
+        p = int(parents[i])
+        parent_blocks[i] = sub_blocks[p]
+        parent_text[i] = sub_text[p]
+        if sub_text[p]:
+            parent_link[i] = sub_link[p] / sub_text[p]
+        gp = c_parent[p]
+        if gp >= 0:
+            grand_blocks[i] = sub_blocks[gp]
+            grand_text[i] = sub_text[gp]
+            if sub_text[gp]:
+                grand_link[i] = sub_link[gp] / sub_text[gp]
+        if under_best[p]:
+            in_best[i] = 1.0
+            best_delta[i] = c_depth[p] - c_depth[best] + 1
+
+    # -- columns ------------------------------------------------------------------------
+    index = np.arange(n)
+    safe_words = np.maximum(words, 1)
+    safe_text = np.maximum(text_len, 1)
+    columns = {
+        "tag": tags,
+        "parent_tag": parent_tag,
+        "grandparent_tag": grand_tag,
+        "log_text": log_text,
+        "log_words": np.log1p(words),
+        "link_share": link_share,
+        "links": [b.count("<a ") for b in mapping_blocks],
+        "images": [b.count("<img") for b in mapping_blocks],
+        "list_items": [b.count("<li") for b in mapping_blocks],
+        "breaks": [b.count("<br") for b in mapping_blocks],
+        "punct_per_word": punct / safe_words,
+        "digit_share": digits / safe_text,
+        "currency": currency,
+        "is_heading": (tags >= TAG_CODES["h1"]) & (tags <= TAG_CODES["h6"]),
+        "depth": depth,
+        "in_article": in_article,
+        "in_cell": in_cell,
+        "own_negative": own_negative,
+        "own_positive": own_positive,
+        "anc_negative": anc_negative,
+        "anc_positive": anc_positive,
+        "inner_negative": inner_negative,
+        "pos_index": index / n,
+        "pos_text": (np.cumsum(text_len) - text_len) / total_text,
+        "dist_longest": (index - int(np.argmax(text_len))) / n,
+        "rel_text": text_len / max(float(text_len.max()), 1.0),
+        "parent_blocks": parent_blocks,
+        "parent_text_share": parent_text / total_text,
+        "parent_link_share": parent_link,
+        "grand_blocks": grand_blocks,
+        "grand_text_share": grand_text / total_text,
+        "grand_link_share": grand_link,
+        "parent_class_repeat": class_repeat,
+        "same_tag_siblings": same_tag_siblings,
+        "in_best": in_best,
+        "best_text_share": sub_text[best] / total_text if best >= 0 else 0.0,
+        "best_depth_delta": best_delta,
+        "title_match": title_match,
+        "page_blocks": np.log1p(n),
+        "page_log_text": np.log1p(total_text),
+        "page_link_share": float(link_len.sum()) / total_text,
+        "page_li_share": float(np.mean(tags == TAG_CODES["li"])),
+        "page_cell_share": float(in_cell.mean()),
+        "page_heading_share": float(np.mean((tags >= TAG_CODES["h1"]) & (tags <= TAG_CODES["h6"]))),
+        "page_linky_share": float(np.mean(link_share > 0.5)),
+        "page_currency": float(np.log1p(currency.sum())),
+        "page_has_article": float(any(tag == "article" for tag in c_tag)),
+        "page_has_main": float(any(tag == "main" for tag in c_tag)),
+    }
+    padded = np.concatenate(([0.0, 0.0], log_text, [0.0, 0.0]))
+    columns["prev_log_text"] = padded[1 : n + 1]
+    columns["prev2_log_text"] = padded[0:n]
+    columns["next_log_text"] = padded[3 : n + 3]
+    columns["next2_log_text"] = padded[4 : n + 4]
+    padded = np.concatenate(([1.0], link_share, [1.0]))
+    columns["prev_link_share"] = padded[0:n]
+    columns["next_link_share"] = padded[2 : n + 2]
+    padded_tags = np.concatenate(([0], tags, [0]))
+    columns["prev_tag"] = padded_tags[0:n]
+    columns["next_tag"] = padded_tags[2 : n + 2]
+    for size in (3, 7):
+        kernel = np.ones(size)
+        window_text = np.convolve(text_len, kernel, mode="same")
+        window_link = np.convolve(link_len, kernel, mode="same")
+        columns[f"win{size}_link"] = np.divide(
+            window_link, window_text, out=np.ones(n), where=window_text > 0
+        )
+        columns[f"win{size}_log_text"] = np.log1p(window_text)
+    for name, values in columns.items():
+        X[:, col[name]] = values
+    return X
