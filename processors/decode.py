@@ -3,6 +3,13 @@
 Charset order: explicit hint (HTTP header / record field), byte-order mark, ``<meta
 charset>`` / ``http-equiv`` in the first 4 KiB, then statistical detection
 (charset-normalizer). Invalid sequences are replaced; decoding never raises.
+
+Only the labels of the WHATWG Encoding Standard name a charset (``WHATWG_LABELS``, plus
+``utf-32``/``utf-32le``/``utf-32be``, which our BOM sniffing knows too). Anything else a
+page or a header declares is ignored, even a Python codec name: ``rot13``, ``hex``,
+``base64``, ``zlib``, ``idna``, ``punycode``, ``undefined``, ``utf-7`` and the like are not
+text encodings of a web page. The WHATWG ``replacement`` labels (ISO-2022-KR/CN, HZ) and
+``x-user-defined`` are ignored as well: the charset is then detected.
 """
 
 from __future__ import annotations
@@ -50,17 +57,166 @@ _SNIFF_BYTES = 4096
 _CP1252_CHAOS_MARGIN = 0.05
 
 
+def _labels(codec: str, labels: str) -> dict[str, str]:
+    return dict.fromkeys(labels.split(), codec)
+
+
+# WHATWG Encoding Standard (https://encoding.spec.whatwg.org/#names-and-labels): every
+# label of every encoding, mapped to the Python codec that decodes it. Latin-1 and ASCII
+# labels mean windows-1252, GBK means gb18030, Shift_JIS windows-31j, EUC-KR windows-949
+# and Big5 Big5-HKSCS, as in browsers.
+WHATWG_LABELS: dict[str, str] = {
+    **_labels("utf-8", "unicode-1-1-utf-8 unicode11utf8 unicode20utf8 utf-8 utf8 x-unicode20utf8"),
+    **_labels("cp866", "866 cp866 csibm866 ibm866"),
+    **_labels(
+        "iso8859-2",
+        "csisolatin2 iso-8859-2 iso-ir-101 iso8859-2 iso88592 iso_8859-2 iso_8859-2:1987 l2 latin2",
+    ),
+    **_labels(
+        "iso8859-3",
+        "csisolatin3 iso-8859-3 iso-ir-109 iso8859-3 iso88593 iso_8859-3 iso_8859-3:1988 l3 latin3",
+    ),
+    **_labels(
+        "iso8859-4",
+        "csisolatin4 iso-8859-4 iso-ir-110 iso8859-4 iso88594 iso_8859-4 iso_8859-4:1988 l4 latin4",
+    ),
+    **_labels(
+        "iso8859-5",
+        "csisolatincyrillic cyrillic iso-8859-5 iso-ir-144 iso8859-5 iso88595 iso_8859-5 "
+        "iso_8859-5:1988",
+    ),
+    **_labels(
+        "iso8859-6",
+        "arabic asmo-708 csiso88596e csiso88596i csisolatinarabic ecma-114 iso-8859-6 "
+        "iso-8859-6-e iso-8859-6-i iso-ir-127 iso8859-6 iso88596 iso_8859-6 iso_8859-6:1987",
+    ),
+    **_labels(
+        "iso8859-7",
+        "csisolatingreek ecma-118 elot_928 greek greek8 iso-8859-7 iso-ir-126 iso8859-7 "
+        "iso88597 iso_8859-7 iso_8859-7:1987 sun_eu_greek",
+    ),
+    **_labels(
+        "iso8859-8",
+        "csiso88598e csisolatinhebrew hebrew iso-8859-8 iso-8859-8-e iso-ir-138 iso8859-8 "
+        "iso88598 iso_8859-8 iso_8859-8:1988 visual csiso88598i iso-8859-8-i logical",
+    ),
+    **_labels("iso8859-10", "csisolatin6 iso-8859-10 iso-ir-157 iso8859-10 iso885910 l6 latin6"),
+    **_labels("iso8859-13", "iso-8859-13 iso8859-13 iso885913"),
+    **_labels("iso8859-14", "iso-8859-14 iso8859-14 iso885914"),
+    **_labels("iso8859-15", "csisolatin9 iso-8859-15 iso8859-15 iso885915 iso_8859-15 l9"),
+    **_labels("iso8859-16", "iso-8859-16"),
+    **_labels("koi8-r", "cskoi8r koi koi8 koi8-r koi8_r"),
+    **_labels("koi8-u", "koi8-ru koi8-u"),
+    **_labels("mac-roman", "csmacintosh mac macintosh x-mac-roman"),
+    **_labels("cp874", "dos-874 iso-8859-11 iso8859-11 iso885911 tis-620 windows-874"),
+    **_labels("cp1250", "cp1250 windows-1250 x-cp1250"),
+    **_labels("cp1251", "cp1251 windows-1251 x-cp1251"),
+    **_labels(
+        "cp1252",
+        "ansi_x3.4-1968 ascii cp1252 cp819 csisolatin1 ibm819 iso-8859-1 iso-ir-100 iso8859-1 "
+        "iso88591 iso_8859-1 iso_8859-1:1987 l1 latin1 us-ascii windows-1252 x-cp1252",
+    ),
+    **_labels("cp1253", "cp1253 windows-1253 x-cp1253"),
+    **_labels(
+        "cp1254",
+        "cp1254 csisolatin5 iso-8859-9 iso-ir-148 iso8859-9 iso88599 iso_8859-9 "
+        "iso_8859-9:1989 l5 latin5 windows-1254 x-cp1254",
+    ),
+    **_labels("cp1255", "cp1255 windows-1255 x-cp1255"),
+    **_labels("cp1256", "cp1256 windows-1256 x-cp1256"),
+    **_labels("cp1257", "cp1257 windows-1257 x-cp1257"),
+    **_labels("cp1258", "cp1258 windows-1258 x-cp1258"),
+    **_labels("mac-cyrillic", "x-mac-cyrillic x-mac-ukrainian"),
+    **_labels(
+        "gb18030",
+        "chinese csgb2312 csiso58gb231280 gb2312 gb_2312 gb_2312-80 gbk iso-ir-58 x-gbk gb18030",
+    ),
+    **_labels("big5hkscs", "big5 big5-hkscs cn-big5 csbig5 x-x-big5"),
+    **_labels("euc_jp", "cseucpkdfmtjapanese euc-jp x-euc-jp"),
+    **_labels("iso2022_jp", "csiso2022jp iso-2022-jp"),
+    **_labels("cp932", "csshiftjis ms932 ms_kanji shift-jis shift_jis sjis windows-31j x-sjis"),
+    **_labels(
+        "cp949",
+        "cseuckr csksc56011987 euc-kr iso-ir-149 korean ks_c_5601-1987 ks_c_5601-1989 ksc5601 "
+        "ksc_5601 windows-949",
+    ),
+    **_labels("utf-16-be", "unicodefffe utf-16be"),
+    **_labels("utf-16-le", "csunicode iso-10646-ucs-2 ucs-2 unicode unicodefeff utf-16 utf-16le"),
+}
+# Not WHATWG, but safe text encodings our BOM sniffing already decodes.
+_EXTRA_LABELS: dict[str, str] = {
+    **_labels("utf-32-le", "utf-32 utf32 utf-32le"),
+    **_labels("utf-32-be", "utf-32be"),
+}
+# Surrounding whitespace as WHATWG strips it (ASCII whitespace) and stray quotes.
+_LABEL_STRIP = "\t\n\f\r \"'"
+
+
+def charset_codec(label: str | None) -> str | None:
+    """The Python codec for a charset label, or None when the label names no web charset.
+
+    Only WHATWG labels (case-insensitive; ``_`` may stand for ``-``) and utf-32 are
+    charsets: a Python codec that is not a page encoding (rot13, base64, zlib, idna,
+    punycode, undefined, utf-7, ...) is None, so the caller ignores the declaration.
+    """
+    if not label:
+        return None
+    key = label.strip(_LABEL_STRIP).lower()
+    for candidate in (key, key.replace("_", "-")):
+        codec = WHATWG_LABELS.get(candidate) or _EXTRA_LABELS.get(candidate)
+        if codec:
+            return codec
+    return None
+
+
 def _normalise_codec(name: str | None) -> str | None:
+    return charset_codec(name)
+
+
+def _python_codec(name: str | None) -> str | None:
+    """A codec name from charset-normalizer (a Python name): its WHATWG label, else the
+    codec itself if Python knows it as a text encoding that decodes bytes."""
     if not name:
         return None
+    codec = charset_codec(name)
+    if codec:
+        return codec
     try:
-        codec = codecs.lookup(name.strip().strip("\"'"))
+        info = codecs.lookup(name)
     except LookupError:
         return None
-    # WHATWG: labels for latin-1 / ascii mean windows-1252 in practice.
-    if codec.name in ("latin-1", "iso8859-1", "ascii"):
-        return "cp1252"
-    return codec.name
+    if not getattr(info, "_is_text_encoding", True) or info.name in _NOT_PAGE_CODECS:
+        return None
+    return "cp1252" if info.name in ("latin-1", "iso8859-1", "ascii") else info.name
+
+
+# Python text codecs that are no web page's charset (charset-normalizer may still name
+# some of them); the 7-bit ones are what WHATWG maps to "replacement".
+_NOT_PAGE_CODECS = frozenset(
+    "idna punycode undefined utf-7 raw-unicode-escape unicode-escape palmos mbcs oem hz "
+    "iso2022_kr iso2022_jp_2 iso2022_jp_2004 iso2022_jp_3 iso2022_jp_ext".split()
+)
+
+
+def _wide_without_bom(sample: bytes) -> str | None:
+    """UTF-32 or UTF-16 without a byte-order mark, told by where the NUL bytes are: markup
+    is mostly ASCII, so every second (or three in four) byte of it is NUL."""
+    sample = sample[: len(sample) // 4 * 4]
+    if len(sample) < 16 or sample.count(0) < len(sample) // 8:
+        return None
+    quarters = [sample[i::4].count(0) for i in range(4)]
+    size = len(sample) // 4
+    if min(quarters[1], quarters[2], quarters[3]) >= size // 2 and quarters[0] <= size // 20:
+        return "utf-32-le"
+    if min(quarters[0], quarters[1], quarters[2]) >= size // 2 and quarters[3] <= size // 20:
+        return "utf-32-be"
+    even, odd = quarters[0] + quarters[2], quarters[1] + quarters[3]
+    half = len(sample) // 2
+    if odd >= half // 4 and even <= odd // 20:
+        return "utf-16-le"
+    if even >= half // 4 and odd <= even // 20:
+        return "utf-16-be"
+    return None
 
 
 def detect_charset(data: bytes, hint: str | None = None) -> tuple[str, str]:
@@ -80,6 +236,9 @@ def detect_charset(data: bytes, hint: str | None = None) -> tuple[str, str]:
         # A page that declares utf-16 in ASCII bytes is lying: it is ASCII-compatible.
         if codec and not codec.startswith("utf-16") and not codec.startswith("utf-32"):
             return codec, "meta"
+    wide = _wide_without_bom(data[:_SNIFF_BYTES])
+    if wide:
+        return wide, "detected"
     try:
         data.decode("utf-8")
         return "utf-8", "detected"
@@ -95,14 +254,17 @@ def detect_charset(data: bytes, hint: str | None = None) -> tuple[str, str]:
                 and candidate.coherence >= best.coherence
             ):
                 return "cp1252", "detected"
-        return _normalise_codec(best.encoding) or "utf-8", "detected"
+        return _python_codec(best.encoding) or "utf-8", "detected"
     return "utf-8", "default"
 
 
 def decode_html(data: bytes, charset_hint: str | None = None) -> str:
     """Decode page bytes to text, replacing invalid sequences; never raises."""
     codec, _ = detect_charset(data, charset_hint)
-    text = data.decode(codec, errors="replace")
+    try:
+        text = data.decode(codec, errors="replace")
+    except (LookupError, UnicodeError, ValueError):  # belt and braces: never raise
+        text = data.decode("utf-8", errors="replace")
     return text[1:] if text.startswith("\ufeff") else text
 
 
@@ -131,6 +293,11 @@ def _is_json(text: str) -> bool:
         json.loads(text)
     except ValueError:
         return False
+    except RecursionError:
+        # Nested deeper than any parser here follows (e.g. 100k "["): it is JSON-shaped
+        # data from the first character on, whatever follows, and not a page. The C
+        # scanner stops at the recursion limit, so this costs no more than the limit.
+        return True
     return True
 
 
