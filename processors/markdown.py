@@ -4,13 +4,36 @@ Keeps headings, paragraphs, nested lists, tables (pipe tables; tables with spann
 block-level cells stay as minimal HTML), fenced code with its language, math as TeX
 (``$...$`` / ``$$...$$``), blockquotes, images as ``![alt](src)`` and links, with relative
 URLs resolved against the page URL.
+
+Safe output: whatever the page holds, a CommonMark / GFM renderer shows its text as text.
+
+- Links keep only ``http``, ``https``, ``ftp``, ``mailto`` and ``tel`` URLs and images
+  only ``http`` / ``https`` (relative URLs are resolved first). The scheme is read the way
+  a browser reads it: case-insensitively, after dropping leading controls and spaces and
+  every tab and line break, and after decoding character references, so ``JAVASCRIPT:``,
+  ``java&#x09;script:``, `` javascript:`` and ``vbscript:``, ``data:`` or ``file:`` URLs
+  give plain text (a link) or nothing (an image). ``data:`` images are dropped as well:
+  inline payloads do not belong in a text record.
+- Text is escaped: characters that would start HTML, a link or an emphasis (``< [ ] * _
+  ` ~ | \\``, ``&`` before a character reference) everywhere, and at the start of a line
+  whatever would start a block (``#``, ``>``, ``-``/``+`` list markers, ``1.``/``1)``,
+  ``---``/``===`` rules and underlines). Text that looks like HTML
+  (``<img onerror=...>`` written as ``&lt;img ...&gt;`` in the page) stays text.
+- TeX gets ``<`` as ``\\lt`` and a space inside ``](`` and ``]:``, which math renderers
+  read the same and Markdown cannot turn into HTML or a link.
+
+The converter walks the tree with an explicit stack (each step is a generator that yields
+the sub-steps it needs), so nesting depth costs heap, not Python stack: any depth the
+simplifier lets through converts without RecursionError.
 """
 
 from __future__ import annotations
 
+import contextlib
 import html as htmlmod
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from typing import Any, TypeVar
 from urllib.parse import urljoin
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
@@ -19,13 +42,57 @@ from processors.html_tags import BLOCK_TAGS, HEADING_TAGS
 
 _WHITESPACE = re.compile(r"[ \t\r\n\f\v]+")
 _BLANK_LINES = re.compile(r"\n{3,}")
-_INLINE_ESCAPE = re.compile(r"([\\`*])")
+# Anywhere in text: characters that open HTML, links, code, emphasis or table cells;
+# ``_`` only where it could be emphasis (not inside a word); ``&`` only before what would
+# read as a character reference.
+_INLINE_ESCAPE = re.compile(r"[\\`*\[\]<|~]|(?<![^\W_])_|_(?![^\W_])|&(?=#?[0-9A-Za-z]+;)")
+# At the start of a line of text: what would start a block.
+_LINE_START = re.compile(
+    r"^(?:(?P<mark>#{1,6}|[-+]|\d{1,9}[.)])(?=[ \t]|$)"  # heading, bullet, ordered item
+    r"|(?P<rule>[-=])[-= \t]*$"  # thematic break / setext underline
+    r"|>)"  # blockquote
+)
+_HEADING_CLOSE = re.compile(r"(\s)(#+)\s*$")
 _LANGUAGE_CLASS = re.compile(r"(?:^|\s)(?:language|lang)-([\w+#.-]+)")
 _STRONG = frozenset(("strong", "b"))
 _EMPHASIS = frozenset(("em", "i", "cite", "dfn"))
 _CODE = frozenset(("code", "kbd", "samp", "tt", "var"))
 _STRIKE = frozenset(("del", "s", "strike"))
 _SKIP = frozenset(("script", "style", "template", "head", "title", "meta", "link"))
+# URL schemes a record may point to; anything else (javascript:, vbscript:, data:, file:,
+# blob:, ...) is no link and no image.
+LINK_SCHEMES = frozenset(("http", "https", "ftp", "mailto", "tel"))
+IMAGE_SCHEMES = frozenset(("http", "https"))
+_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*):")
+# WHATWG URL parsing: leading/trailing C0 controls and spaces are stripped, and tabs and
+# line breaks anywhere are removed, before the scheme is read.
+_C0_OR_SPACE = "".join(chr(code) for code in range(0x21))
+_TAB_OR_NEWLINE = re.compile(r"[\t\n\r]")
+# Characters percent-encoded in a link destination: they would end or escape it.
+_URL_UNSAFE = re.compile(r"[\x00-\x20\x7f()<>\\|`\"']")
+_TEX_LINK = re.compile(r"\](?=[(:])")
+_TEX_TAG = re.compile(r"<")
+_LIST_START_DIGITS = re.compile(r"[0-9]{1,9}")
+
+T = TypeVar("T")
+Step = Generator[Any, Any, T]
+
+
+def _run(step: Step[T]) -> T:
+    """Drive a step and the sub-steps it yields with an explicit stack (no recursion)."""
+    stack: list[Step[Any]] = [step]
+    value: Any = None
+    while True:
+        try:
+            sub = stack[-1].send(value)
+        except StopIteration as done:
+            stack.pop()
+            if not stack:
+                return done.value
+            value = done.value
+            continue
+        stack.append(sub)
+        value = None
 
 
 def _fence(text: str, char: str = "`") -> str:
@@ -33,59 +100,130 @@ def _fence(text: str, char: str = "`") -> str:
     return char * max(3, longest + 1)
 
 
+def url_scheme(value: str) -> str | None:
+    """The scheme of a URL as a browser reads it (lowercase), or None for a relative URL."""
+    cleaned = _TAB_OR_NEWLINE.sub("", value.strip(_C0_OR_SPACE))
+    match = _SCHEME.match(cleaned)
+    return match.group(1).lower() if match else None
+
+
+def _allowed(value: str, schemes: frozenset[str]) -> bool:
+    """Every reading of the URL (as given, and with character references decoded) has an
+    allowed scheme or none."""
+    for reading in {value, htmlmod.unescape(value)}:
+        scheme = url_scheme(reading)
+        if scheme is not None and scheme not in schemes:
+            return False
+    return True
+
+
+def _list_start(value: str | None) -> int:
+    """An ``<ol start>`` as Markdown can count it: 1 to 9 ASCII digits (CommonMark's limit),
+    else 1. Other digits (``²``, Arabic-Indic) and signs are not numbers here."""
+    text = (value or "").strip()
+    return int(text) if _LIST_START_DIGITS.fullmatch(text) else 1
+
+
+def _escape_text(text: str) -> str:
+    return _INLINE_ESCAPE.sub(lambda match: "\\" + match.group(0), text)
+
+
+def _escape_line_start(line: str) -> str:
+    match = _LINE_START.match(line)
+    if match is None:
+        return line
+    if match.group("mark"):
+        mark = match.group("mark")
+        if mark[0].isdigit():  # "1." -> "1\."
+            return mark[:-1] + "\\" + line[len(mark) - 1 :]
+    return "\\" + line
+
+
+def _escape_block_starts(text: str) -> str:
+    return "\n".join(_escape_line_start(line) for line in text.split("\n"))
+
+
+def _escape_pipes(text: str) -> str:
+    """Escape the pipes not escaped yet (GFM splits cells even inside code spans)."""
+    return re.sub(r"(?<!\\)((?:\\\\)*)\|", r"\1\\|", text)
+
+
+def _safe_tex(tex: str) -> str:
+    """TeX that Markdown cannot read as HTML or a link, meaning the same to a math renderer."""
+    return _TEX_LINK.sub("] ", _TEX_TAG.sub(r"\\lt ", tex))
+
+
+def _own_rows(table: LexborNode) -> Iterator[LexborNode]:
+    """The rows of this table, not those of tables nested in its cells."""
+    for child in table.iter(include_text=False):
+        if child.tag == "tr":
+            yield child
+        elif child.tag in ("thead", "tbody", "tfoot"):
+            for row in child.iter(include_text=False):
+                if row.tag == "tr":
+                    yield row
+
+
 class _Converter:
     def __init__(self, base_url: str | None) -> None:
         self.base_url = base_url or ""
+        self.html_depth = 0  # > 0 inside an HTML table: text is HTML-escaped, not Markdown
 
-    def url(self, value: str | None) -> str:
-        value = (value or "").strip()
-        if not value or value.startswith(("javascript:", "data:", "#")):
+    def url(self, value: str | None, schemes: frozenset[str] = LINK_SCHEMES) -> str:
+        """The resolved, percent-safe URL, or "" when it is no allowed link target."""
+        value = _TAB_OR_NEWLINE.sub("", (value or "").strip(_C0_OR_SPACE))
+        if not value or value.startswith("#") or not _allowed(value, schemes):
             return ""
         if self.base_url:
-            try:
-                return urljoin(self.base_url, value)
-            except ValueError:
-                return value
-        return value
+            with contextlib.suppress(ValueError):  # e.g. a malformed IPv6 host: kept as is
+                value = urljoin(self.base_url, value)
+            if not _allowed(value, schemes):  # the page URL itself may be hostile
+                return ""
+        return _URL_UNSAFE.sub(lambda match: f"%{ord(match.group(0)):02X}", value)
+
+    def text(self, text: str) -> str:
+        text = _WHITESPACE.sub(" ", text)
+        return text if self.html_depth else _escape_text(text)
 
     # -- blocks ---------------------------------------------------------------------------
 
-    def blocks(self, node: LexborNode) -> list[str]:
+    def blocks(self, node: LexborNode) -> Step[list[str]]:
         """Markdown blocks (paragraph strings) for the children of a block container."""
         out: list[str] = []
         run: list[str] = []
 
         def flush() -> None:
-            text = _tidy_inline("".join(run))
+            text = _escape_block_starts(_tidy_inline("".join(run)))
             run.clear()
             if text:
                 out.append(text)
 
         for tag, child in _content_children(node):
             if tag == "-text":
-                run.append(_text(child.text_content or ""))
+                run.append(self.text(child.text_content or ""))
             elif tag in BLOCK_TAGS or (
                 tag == "math" and child.attributes.get("display") == "block"
             ):
                 flush()
-                out.extend(self.block(child, tag))
+                out.extend((yield self.block(child, tag)))
             else:
-                run.append(self.inline(child, tag))
+                run.append((yield self.inline(child, tag)))
         flush()
         return out
 
-    def block(self, node: LexborNode, tag: str) -> list[str]:
+    def block(self, node: LexborNode, tag: str) -> Step[list[str]]:
         if tag in HEADING_TAGS:
-            text = _tidy_inline(self.inline_children(node)).replace("\n", " ")
+            text = _tidy_inline((yield self.inline_children(node))).replace("\n", " ")
+            text = _HEADING_CLOSE.sub(r"\1\\\2", text)
             return [f"{'#' * int(tag[1])} {text}"] if text else []
         if tag in ("ul", "ol", "menu"):
-            return self.list_block(node, ordered=tag == "ol")
+            return (yield self.list_block(node, ordered=tag == "ol"))
         if tag == "table":
-            return self.table(node)
+            return (yield self.table(node))
         if tag == "pre":
-            return self.pre(node)
+            return (yield self.pre(node))
         if tag == "blockquote":
-            inner = "\n\n".join(self.blocks(node))
+            inner = "\n\n".join((yield self.blocks(node)))
             return (
                 ["\n".join(f"> {line}" if line else ">" for line in inner.split("\n"))]
                 if inner
@@ -94,22 +232,21 @@ class _Converter:
         if tag == "hr":
             return ["---"]
         if tag == "math":
-            tex = _math_tex(node)
+            tex = _safe_tex(_math_tex(node))
             return [f"$$\n{tex}\n$$"] if tex else []
-        return self.blocks(node)
+        return (yield self.blocks(node))
 
-    def list_block(self, node: LexborNode, ordered: bool) -> list[str]:
-        start = node.attributes.get("start") or "1"
-        number = int(start) if start.isdigit() else 1
+    def list_block(self, node: LexborNode, ordered: bool) -> Step[list[str]]:
+        number = _list_start(node.attributes.get("start"))
         items: list[str] = []
         for child in node.iter(include_text=False):
             if child.tag != "li":
                 if child.tag in ("ul", "ol"):  # a list nested without an <li>
-                    items.extend(self.list_block(child, child.tag == "ol"))
+                    items.extend((yield self.list_block(child, child.tag == "ol")))
                 continue
-            marker = f"{number}. " if ordered else "- "
+            marker = f"{min(number, 999_999_999)}. " if ordered else "- "
             number += 1
-            body = "\n\n".join(self.blocks(child))
+            body = "\n\n".join((yield self.blocks(child)))
             if not body:
                 continue
             indent = " " * len(marker)
@@ -121,8 +258,8 @@ class _Converter:
             )
         return ["\n".join(items)] if items else []
 
-    def pre(self, node: LexborNode) -> list[str]:
-        code = _pre_text(node).strip("\n")
+    def pre(self, node: LexborNode) -> Step[list[str]]:
+        code = (yield _pre_text(node)).strip("\n")
         if not code.strip():
             return []
         classes = node.attributes.get("class") or ""
@@ -133,10 +270,10 @@ class _Converter:
         fence = _fence(code)
         return [f"{fence}{match.group(1) if match else ''}\n{code}\n{fence}"]
 
-    def table(self, node: LexborNode) -> list[str]:
-        rows: list[list[tuple[str, bool]]] = []
+    def table(self, node: LexborNode) -> Step[list[str]]:
+        rows: list[list[tuple[LexborNode, bool]]] = []
         complex_table = False
-        for row in node.css("tr"):
+        for row in _own_rows(node):
             cells = []
             for cell in row.iter(include_text=False):
                 if cell.tag not in ("td", "th"):
@@ -150,80 +287,92 @@ class _Converter:
             if cells:
                 rows.append(cells)
         if not rows:
-            return self.blocks(node)
+            return (yield self.blocks(node))
         if complex_table:
-            return [self.html_table(node)]
+            return [(yield self.html_table(node))]
         width = max(len(row) for row in rows)
-        texts = [
-            [
-                _tidy_inline(self.inline_children(cell)).replace("\n", "<br>").replace("|", "\\|")
-                for cell, _ in row
-            ]
-            + [""] * (width - len(row))
-            for row in rows
-        ]
+        texts = []
+        for row in rows:
+            line = []
+            for cell, _ in row:
+                text = _tidy_inline((yield self.inline_children(cell)))
+                line.append(_escape_pipes(text).replace("\n", "<br>"))
+            texts.append(line + [""] * (width - len(row)))
         caption = node.css_first("caption")
         lines = [f"| {' | '.join(texts[0])} |", f"|{'---|' * width}"]
         lines.extend(f"| {' | '.join(row)} |" for row in texts[1:])
-        out = [_tidy_inline(self.inline_children(caption))] if caption is not None else []
+        out = []
+        if caption is not None:
+            out.append(_escape_block_starts(_tidy_inline((yield self.inline_children(caption)))))
         return [*[c for c in out if c], "\n".join(lines)]
 
-    def html_table(self, node: LexborNode) -> str:
+    def html_table(self, node: LexborNode) -> Step[str]:
         """A table Markdown cannot express, as HTML with only the span attributes."""
         parts = ["<table>"]
-        for row in node.css("tr"):
-            parts.append("<tr>")
-            for cell in row.iter(include_text=False):
-                if cell.tag not in ("td", "th"):
-                    continue
-                spans = "".join(
-                    f' {name}="{htmlmod.escape(cell.attributes[name] or "")}"'
-                    for name in ("colspan", "rowspan")
-                    if cell.attributes.get(name)
-                )
-                text = htmlmod.escape(_tidy_inline(self.inline_children(cell)), quote=False)
-                parts.append(f"<{cell.tag}{spans}>{text.replace(chr(10), '<br>')}</{cell.tag}>")
-            parts.append("</tr>")
+        self.html_depth += 1
+        try:
+            for row in _own_rows(node):
+                parts.append("<tr>")
+                for cell in row.iter(include_text=False):
+                    if cell.tag not in ("td", "th"):
+                        continue
+                    spans = "".join(
+                        f' {name}="{htmlmod.escape(cell.attributes[name] or "")}"'
+                        for name in ("colspan", "rowspan")
+                        if cell.attributes.get(name)
+                    )
+                    inner = _tidy_inline((yield self.inline_children(cell)))
+                    text = htmlmod.escape(inner, quote=False).replace("\n", "<br>")
+                    parts.append(f"<{cell.tag}{spans}>{text}</{cell.tag}>")
+                parts.append("</tr>")
+        finally:
+            self.html_depth -= 1
         parts.append("</table>")
         return "".join(parts)
 
     # -- inline ---------------------------------------------------------------------------
 
-    def inline_children(self, node: LexborNode) -> str:
-        return "".join(
-            _text(child.text_content or "") if tag == "-text" else self.inline(child, tag)
-            for tag, child in _content_children(node)
-        )
+    def inline_children(self, node: LexborNode) -> Step[str]:
+        parts = []
+        for tag, child in _content_children(node):
+            if tag == "-text":
+                parts.append(self.text(child.text_content or ""))
+            else:
+                parts.append((yield self.inline(child, tag)))
+        return "".join(parts)
 
-    def inline(self, node: LexborNode, tag: str) -> str:
+    def inline(self, node: LexborNode, tag: str) -> Step[str]:
         if tag == "br":
             return "\n"
         if tag == "img":
-            src = self.url(node.attributes.get("src"))
+            if self.html_depth:
+                return ""
+            src = self.url(node.attributes.get("src"), IMAGE_SCHEMES)
             # Brackets in the alt text would end or split the image syntax.
             alt = _WHITESPACE.sub(" ", node.attributes.get("alt") or "").strip()
-            alt = alt.replace("[", "").replace("]", "")
-            target = src.replace(" ", "%20").replace(")", "%29")
-            return f"![{alt}]({target})" if src else ""
+            alt = self.text(alt.replace("[", "").replace("]", ""))
+            return f"![{alt}]({src})" if src else ""
         if tag == "math":
             tex = _math_tex(node)
-            return f"${tex}$" if tex else ""
+            return f"${_safe_tex(tex)}$" if tex else ""
         if tag in _CODE:
             code = _WHITESPACE.sub(" ", node.text(deep=True) or "")
-            if not code.strip():
+            if not code.strip() or self.html_depth:
                 return code
-            fence = "``" if "`" in code else "`"
-            return f"{fence}{code}{fence}"
-        inner = self.inline_children(node)
+            fence = "`" * (max((len(m) for m in re.findall("`+", code)), default=0) + 1)
+            pad = " " if code.startswith("`") or code.endswith("`") else ""
+            return f"{fence}{pad}{code}{pad}{fence}"
+        inner = yield self.inline_children(node)
         if tag in BLOCK_TAGS:  # a block inside inline content: keep it apart
             return f" {inner} "
+        if self.html_depth:
+            return inner
         if tag == "a":
             href = self.url(node.attributes.get("href"))
             text = inner.strip()
             if not text or not href:
                 return inner
-            target = href.replace(" ", "%20").replace(")", "%29")
-            return f"{_lead(inner)}[{text}]({target}){_trail(inner)}"
+            return f"{_lead(inner)}[{text}]({href}){_trail(inner)}"
         for tags, mark in ((_STRONG, "**"), (_EMPHASIS, "*"), (_STRIKE, "~~")):
             if tag in tags:
                 text = inner.strip()
@@ -248,17 +397,13 @@ def _trail(text: str) -> str:
     return " " if text[-1:].isspace() else ""
 
 
-def _text(text: str) -> str:
-    return _INLINE_ESCAPE.sub(r"\\\1", _WHITESPACE.sub(" ", text))
-
-
 def _tidy_inline(text: str) -> str:
     """Collapse spaces, trim each line (line breaks come from <br>)."""
     lines = [_WHITESPACE.sub(" ", line).strip() for line in text.split("\n")]
     return "\n".join(line for line in lines if line)
 
 
-def _pre_text(node: LexborNode) -> str:
+def _pre_text(node: LexborNode) -> Step[str]:
     """Preformatted text as rendered: raw text, <br> and block boundaries as newlines."""
     parts: list[str] = []
     for child in node.iter(include_text=True):
@@ -268,12 +413,12 @@ def _pre_text(node: LexborNode) -> str:
         elif tag == "br":
             parts.append("\n")
         elif tag in BLOCK_TAGS:
-            inner = _pre_text(child)
+            inner = yield _pre_text(child)
             if parts and not parts[-1].endswith("\n"):
                 parts.append("\n")
             parts.append(inner if inner.endswith("\n") else inner + "\n")
         elif tag and not tag.startswith("-") and tag not in _SKIP:
-            parts.append(_pre_text(child))
+            parts.append((yield _pre_text(child)))
     return "".join(parts)
 
 
@@ -293,5 +438,5 @@ def html_to_markdown(html: str, base_url: str | None = None) -> str:
     root = tree.body or tree.root
     if root is None:
         return ""
-    markdown = "\n\n".join(_Converter(base_url).blocks(root))
+    markdown = "\n\n".join(_run(_Converter(base_url).blocks(root)))
     return _BLANK_LINES.sub("\n\n", markdown).strip()
