@@ -3,8 +3,10 @@
 One run: the same pages (articles_dev, repeated with distinct URLs) go (1) through
 ``extract_pages`` in this process (offline, heuristic labeller) and (2) through the Kafka
 pipeline with one worker process running every stage. Reported: pages/s of both, the
-ratio, p50/p99 latency from the input's produce timestamp to its output's timestamp, and
-the worker's RSS sampled over the run (it should plateau, not grow with the pages).
+ratio, p50/p99 latency from the input's produce timestamp to its output's timestamp, the
+worker's RSS sampled over the run (it should plateau, not grow with the pages), and the
+bytes each topic received per input page (key + value + headers, before compression).
+Worker CPU and RSS include the worker's child processes (the per-page sandbox).
 
     .venv/bin/python benchmarks/stream_e2e.py --data ../shared/data/articles_dev.jsonl --copies 5
 """
@@ -28,16 +30,28 @@ from processors.pipeline import PipelineSettings, extract_pages
 from streams.demo import broker, start_worker, stop_process
 from streams.kafka import create_topics
 from streams.settings import StreamSettings
-from streams.soak import rss_mib
+from streams.soak import process_tree, rss_mib
 from streams.stages import SOURCE_HEADER
-from streams.tools import produce_pages, read_topics, wait_for_outputs
+from streams.tools import TopicMessage, produce_pages, read_topics, wait_for_outputs
 from topics.records import RawPage
-from topics.topics import PAGES
+from topics.topics import ALL_TOPICS, PAGES
 
 
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU time of a process and its live descendants."""
+    total = 0.0
+    for member in process_tree(pid):
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def message_bytes(message: TopicMessage) -> int:
+    headers = sum(len(name) + len(value or b"") for name, value in message.headers.items())
+    return len(message.key or b"") + len(message.value) + headers
 
 
 def broker_pid() -> int:
@@ -100,6 +114,7 @@ def main() -> None:
             "broker": cpu_seconds(broker_pid()) - cpu_before["broker"],
         }
         inputs = asyncio.run(read_topics(settings, [PAGES], idle_s=1.0))
+        everything = asyncio.run(read_topics(settings, list(ALL_TOPICS), idle_s=2.0))
     finally:
         stop.set()
         sampler.join()
@@ -107,7 +122,16 @@ def main() -> None:
         if not already_running:
             broker("down")
 
-    produced_at = {message.key: message.timestamp_ms for message in inputs}
+    produced_at = {
+        message.headers.get(SOURCE_HEADER, message.key): message.timestamp_ms for message in inputs
+    }
+    bytes_by_topic: dict[str, int] = {}
+    for message in everything:
+        bytes_by_topic[message.topic] = bytes_by_topic.get(message.topic, 0) + message_bytes(
+            message
+        )
+    input_bytes = bytes_by_topic.get(PAGES, 0)
+    written = {topic: size for topic, size in bytes_by_topic.items() if topic != PAGES}
     latencies = sorted(
         message.timestamp_ms - produced_at[message.headers[SOURCE_HEADER]]
         for message in outputs
@@ -138,6 +162,11 @@ def main() -> None:
             for i in range(0, len(samples), quarter)
         ][:4],
         "worker_rss_mib_median": round(statistics.median(rss for _, rss in samples), 1),
+        "input_bytes_per_page": round(input_bytes / len(pages)),
+        "bytes_per_page_by_topic": {
+            topic: round(size / len(pages)) for topic, size in sorted(written.items())
+        },
+        "written_vs_input": round(sum(written.values()) / input_bytes, 3),
     }
     print(json.dumps(result, indent=1))
 

@@ -25,7 +25,7 @@ from aiokafka.errors import KafkaError
 from streams.demo import broker, start_worker, stop_process
 from streams.kafka import create_topics, producer
 from streams.settings import StreamSettings
-from streams.stages import SOURCE_HEADER, STAGES
+from streams.stages import DEFAULT_STAGES, SOURCE_HEADER
 from streams.tools import compute_ledger, read_topics, wait_for_outputs
 from topics.codecs import to_msgpack
 from topics.records import RawPage
@@ -110,16 +110,40 @@ async def produce_steadily(
     return keys
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (a worker's sandbox child and its fork server)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    tree, queue = [], [pid]
+    while queue:
+        current = queue.pop()
+        tree.append(current)
+        queue.extend(children.get(current, []))
+    return tree
+
+
 def rss_mib(pid: int) -> float:
-    """Resident memory of a process in MiB (0 when it is gone)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return 0.0
-    return next(
-        (int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmRSS:")),
-        0.0,
-    )
+    """Resident memory of a process and its descendants in MiB (0 when it is gone)."""
+    total = 0.0
+    for member in process_tree(pid):
+        try:
+            status = Path(f"/proc/{member}/status").read_text()
+        except OSError:
+            continue
+        total += next(
+            (
+                int(line.split()[1]) / 1024
+                for line in status.splitlines()
+                if line.startswith("VmRSS:")
+            ),
+            0.0,
+        )
+    return total
 
 
 @dataclass
@@ -194,7 +218,7 @@ def run_soak(
     log_dir.mkdir(parents=True, exist_ok=True)
     asyncio.run(create_topics(settings))
     fleet = _Fleet(settings, log_dir)
-    for stage in STAGES:
+    for stage in DEFAULT_STAGES:
         fleet.start(stage)
     stop = threading.Event()
     events: list[str] = []
@@ -217,7 +241,7 @@ def run_soak(
                 broker("up")
                 pause_at = float("inf")
             if now >= next_kill:
-                stage = STAGES[victim % len(STAGES)]
+                stage = DEFAULT_STAGES[victim % len(DEFAULT_STAGES)]
                 victim += 1
                 events.append(f"{now - started:.0f}s kill -9 {stage} worker")
                 fleet.kill(stage)

@@ -58,13 +58,16 @@ def add_profile_options(parser: argparse.ArgumentParser) -> None:
 
 
 def pipeline_from_args(args: argparse.Namespace) -> PipelineSettings:
-    """The profile's budget and tokenizer; says so when counts are an estimate."""
+    """The profile's budget and tokenizer; says so when a model was named but its
+    tokenizer is not on this machine, so counts are an estimate."""
     try:
         settings = pipeline_settings(load_profile(args.profile, weights=args.model))
     except (FileNotFoundError, ValueError) as error:
         raise UsageError(str(error)) from None
     counter = settings.token_counter
-    if isinstance(counter, EstimatedTokenCounter) and not getattr(args, "quiet", False):
+    if isinstance(counter, EstimatedTokenCounter) and (
+        args.model or getattr(args, "labeller", None) == "vllm"
+    ):
         print(
             f"note: the profile's tokenizer is not on this machine (--model DIR); token "
             f"counts are an estimate ({counter.name})",

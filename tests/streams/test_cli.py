@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from warc_helpers import write_warc
 
 from streams.cli import main
 
@@ -94,3 +95,32 @@ def test_eval_json_has_the_documented_shape(data_dir: Path, capsys) -> None:
 def test_unknown_labeller_is_refused(article_file: Path) -> None:
     with pytest.raises(SystemExit):
         main(["extract", str(article_file), "--labeller", "gpt"])
+
+
+def test_extract_reads_a_warc_file_into_records(tmp_path: Path) -> None:
+    warc = tmp_path / "crawl.warc.gz"
+    write_warc(
+        warc,
+        [
+            ("https://rail.example/n/1", "text/html", ARTICLE.encode()),
+            ("https://rail.example/n/2", "text/html; charset=utf-8", ARTICLE.encode()),
+        ],
+    )
+    out = tmp_path / "records.jsonl"
+    assert main(["extract", str(warc), "-o", str(out), "--quiet"]) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["url"] for r in records] == ["https://rail.example/n/1", "https://rail.example/n/2"]
+    assert all("# Night trains are back" in r["markdown"] for r in records)
+
+
+def test_a_missing_input_is_one_error_line_not_a_traceback(tmp_path: Path, capsys) -> None:
+    assert main(["extract", str(tmp_path / "missing.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_eval_with_an_unknown_profile_is_one_error_line(tmp_path: Path, capsys) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text("")
+    assert main(["eval", str(data), "--profile", "no-such-profile"]) == 2
+    assert "no model profile" in capsys.readouterr().err

@@ -12,11 +12,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from stream_helpers import dev_pages, wait_for_records
 
+from gpu_worker.profiles import PROFILES_DIR
 from processors.pipeline import PipelineSettings, simplify_page
 from processors.tokens import TokenBudget
-from streams.kafka import producer
+from streams.kafka import client_options, producer
 from streams.settings import StreamSettings
 from streams.stages import ATTEMPTS_HEADER, SOURCE_HEADER
 from streams.tools import (
@@ -29,7 +32,7 @@ from streams.tools import (
 )
 from topics.codecs import to_msgpack
 from topics.records import FallbackRequest, RawPage, page_id
-from topics.topics import DEAD_LETTERS, PAGES, RECORDS
+from topics.topics import DEAD_LETTERS, FALLBACK, PAGES, RECORDS
 
 pytestmark = pytest.mark.kafka
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "pages.jsonl"
@@ -53,6 +56,15 @@ async def send_all(
         await client.stop()
 
 
+def profile_with_context(tmp_path: Path, context_tokens: int) -> Path:
+    """A copy of the default profile with a smaller context (the pipeline's one budget)."""
+    source = (PROFILES_DIR / "mineru-html-qwen3-0.6b.toml").read_text()
+    (tmp_path / "prompt-json.txt").write_text((PROFILES_DIR / "prompt-json.txt").read_text())
+    path = tmp_path / "small.toml"
+    path.write_text(source.replace("context_tokens = 32768", f"context_tokens = {context_tokens}"))
+    return path
+
+
 def outputs_by_source(outputs: list) -> dict[bytes, list]:
     found: dict[bytes, list] = {}
     for message in outputs:
@@ -61,7 +73,7 @@ def outputs_by_source(outputs: list) -> dict[bytes, list]:
 
 
 def test_every_input_ends_as_exactly_one_record_fallback_or_dead_letter(
-    stream_settings: StreamSettings, workers, data_dir: Path
+    stream_settings: StreamSettings, workers, data_dir: Path, tmp_path: Path
 ) -> None:
     context_tokens = 3000
     rows = [row for row in sample_rows() if row["id"] not in ("sample-empty", "sample-json")]
@@ -86,7 +98,7 @@ def test_every_input_ends_as_exactly_one_record_fallback_or_dead_letter(
         (b"https://json.example/a", json_page.encode(), []),
         (b"https://huge.example/", b"<html><body><p>" + b"a" * 17_000_000, []),
     ]
-    workers.start(DRIPSTREAM_CONTEXT_TOKENS=str(context_tokens))
+    workers.start(DRIPSTREAM_PROFILE=str(profile_with_context(tmp_path, context_tokens)))
     asyncio.run(send_all(stream_settings, messages))
     sources = [key or b"https://bare.example/" for key, _, _ in messages]
     # The bare page without a key is identified by its position on the pages topic.
@@ -163,20 +175,74 @@ def test_killing_a_worker_mid_stream_loses_nothing(
     print(f"kill -9 after {done} records: ledger {ledger.as_dict()}")
 
 
-def test_dead_letters_can_be_replayed(stream_settings: StreamSettings, workers) -> None:
+def test_dead_letters_are_replayed_once_with_their_key_and_headers(
+    stream_settings: StreamSettings, workers
+) -> None:
     workers.start(DRIPSTREAM_STAGES="simplify")
-    asyncio.run(send_all(stream_settings, [(b"https://pdf.example/x", b"%PDF-1.4 binary", [])]))
-    first = asyncio.run(wait_for_outputs(stream_settings, [b"https://pdf.example/x"], 60))
+    key = b"https://typed.example/x"
+    headers = [("content-type", b"application/pdf"), ("crawl", b"c7")]
+    page = b"<html><body><p>Served as a PDF by its header.</p></body></html>"
+    asyncio.run(send_all(stream_settings, [(key, page, headers)]))
+    first = asyncio.run(wait_for_outputs(stream_settings, [key], 60))
     assert [m.topic for m in first] == [DEAD_LETTERS]
-    assert asyncio.run(replay_dead_letters(stream_settings)) == 1
-    deadline = time.monotonic() + 60
-    letters = []
-    while time.monotonic() < deadline and len(letters) < 2:
-        letters = asyncio.run(read_topics(stream_settings, [DEAD_LETTERS], idle_s=0.5))
-    attempts = sorted(describe_dead_letter(m)["attempts"] for m in letters)
-    assert attempts == [1, 2]
+    assert describe_dead_letter(first[0])["error_class"] == "NotHtml"
+    assert asyncio.run(replay_dead_letters(stream_settings)) == (1, 0)
+
+    def dead_letters(count: int) -> list:
+        deadline = time.monotonic() + 60
+        letters: list = []
+        while time.monotonic() < deadline and len(letters) < count:
+            letters = asyncio.run(read_topics(stream_settings, [DEAD_LETTERS], idle_s=0.5))
+        return letters
+
+    letters = dead_letters(2)
+    described = [describe_dead_letter(m) for m in letters]
+    # The header came back with the page: it is refused again, not turned into a record.
+    assert [(d["error_class"], d["attempts"]) for d in described] == [
+        ("NotHtml", 1),
+        ("NotHtml", 2),
+    ]
     replayed = asyncio.run(read_topics(stream_settings, [PAGES], idle_s=0.5))
-    assert [m.headers.get(ATTEMPTS_HEADER) for m in replayed] == [None, b"1"]
+    assert [m.key for m in replayed] == [key, key]
+    assert replayed[1].headers["content-type"] == b"application/pdf"
+    assert replayed[1].headers["crawl"] == b"c7"
+    assert replayed[1].headers[ATTEMPTS_HEADER] == b"1"
+    # Neither the replayed letter nor the replay's own letter is sent again by default.
+    assert asyncio.run(replay_dead_letters(stream_settings)) == (0, 2)
+    assert asyncio.run(replay_dead_letters(stream_settings, include_replays=True)) == (1, 1)
+    assert len(dead_letters(3)) == 3
+
+
+def test_a_fallback_whose_page_was_deleted_from_the_topic_is_a_dead_letter(
+    stream_settings: StreamSettings, workers, tmp_path: Path
+) -> None:
+    """The fallback reads the page back from the pages topic; when retention (here: an
+    explicit deletion) removed it first, the request ends as a SourceExpired dead letter."""
+    workers.start("simplify", DRIPSTREAM_PROFILE=str(profile_with_context(tmp_path, 100)))
+    article = "<html><body><article><h1>Gone</h1>" + "<p>Words of a long article.</p>" * 80
+    page = RawPage(url="https://gone.example/", html=article.encode())
+    asyncio.run(send_all(stream_settings, [(page.url.encode(), to_msgpack(page), [])]))
+    requests = asyncio.run(
+        read_topics(stream_settings, [FALLBACK], idle_s=None, deadline_s=60, done=bool)
+    )
+    assert requests, workers.logs()
+
+    async def delete_pages() -> None:
+        admin = AIOKafkaAdminClient(**client_options(stream_settings))
+        await admin.start()
+        try:
+            topic = stream_settings.topic_prefix + PAGES
+            await admin.delete_records(
+                {TopicPartition(topic, p): RecordsToDelete(-1) for p in range(4)}
+            )
+        finally:
+            await admin.close()
+
+    asyncio.run(delete_pages())
+    workers.start("fallback")
+    outputs = asyncio.run(wait_for_outputs(stream_settings, [page.url.encode()], 60))
+    assert [m.topic for m in outputs] == [DEAD_LETTERS], workers.logs()
+    assert describe_dead_letter(outputs[0])["error_class"] == "SourceExpired"
 
 
 def _free_port() -> int:
@@ -215,9 +281,12 @@ def test_worker_serves_health_readiness_and_metrics(
 
 
 def test_creating_topics_twice_reports_them_as_existing(stream_settings: StreamSettings) -> None:
-    from streams.kafka import create_topics, describe_topics
+    from streams.kafka import create_topics, describe_topics, specs
 
     # stream_settings created them already: nothing is created again.
     assert set(asyncio.run(create_topics(stream_settings)).values()) == {"exists"}
     described = asyncio.run(describe_topics(stream_settings))
-    assert all(t["exists"] and t["partitions"] == stream_settings.partitions for t in described)
+    wanted = {
+        spec.name(stream_settings.topic_prefix): spec.partitions for spec in specs(stream_settings)
+    }
+    assert all(t["exists"] and t["partitions"] == wanted[t["topic"]] for t in described), described

@@ -1,0 +1,67 @@
+"""The labeller registry: one list, lazily imported members, protocol checks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from processors.labellers.base import AnnotationReader, AsyncLabeller, Labeller
+from processors.labellers.registry import (
+    LABELLERS,
+    LabellerOptions,
+    UnknownLabeller,
+    build_labeller,
+)
+from streams.cli import make_parser
+from streams.settings import SettingsError, StreamSettings
+
+
+@pytest.mark.parametrize("name", ["heuristic", "oracle", "fallback"])
+def test_every_cpu_labeller_builds_by_name_and_implements_the_protocol(name: str) -> None:
+    labeller = build_labeller(name)
+    assert isinstance(labeller, Labeller)
+    assert not isinstance(labeller, AsyncLabeller)
+
+
+def test_the_oracle_is_recognised_by_its_protocol_not_its_class() -> None:
+    assert isinstance(build_labeller("oracle"), AnnotationReader)
+    assert not isinstance(build_labeller("heuristic"), AnnotationReader)
+
+
+def test_an_unknown_labeller_is_refused_with_the_choices() -> None:
+    with pytest.raises(UnknownLabeller, match="heuristic"):
+        build_labeller("magic")
+    with pytest.raises(SettingsError, match="DRIPSTREAM_LABELLER"):
+        StreamSettings.from_env({"DRIPSTREAM_LABELLER": "magic"})
+
+
+def test_the_cli_and_the_stream_offer_the_same_labellers() -> None:
+    parser = make_parser()
+    for command in (["extract", "x.html"], ["eval", "d.jsonl"], ["worker"]):
+        for name in LABELLERS:
+            assert parser.parse_args([*command, "--labeller", name]).labeller == name
+        assert StreamSettings.from_env({"DRIPSTREAM_LABELLER": name}).labeller == name
+
+
+def test_heavy_labellers_are_imported_only_when_built() -> None:
+    code = (
+        "import sys; import processors.labellers.registry, streams.cli, streams.settings;"
+        "print('gpu_worker.labeller' in sys.modules, 'vllm' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_a_factory_that_takes_options_gets_the_profile(monkeypatch) -> None:
+    seen = {}
+
+    def factory(options: LabellerOptions):
+        seen["options"] = options
+        return build_labeller("heuristic")
+
+    monkeypatch.setitem(LABELLERS, "probe", f"{__name__}:_probe")
+    monkeypatch.setitem(globals(), "_probe", factory)
+    build_labeller("probe", LabellerOptions(profile="p", model="/m"))
+    assert seen["options"] == LabellerOptions(profile="p", model="/m")

@@ -1,0 +1,131 @@
+"""Readers of crawl output and writers of records, as the CLI and the stream use them."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import lzma
+from pathlib import Path
+
+import pytest
+from warc_helpers import write_warc
+
+from processors.labellers.heuristic import HeuristicLabeller
+from processors.pipeline import PipelineSettings, extract_pages
+from processors.sinks import SinkError, open_sink
+from processors.sources import SourceError, read_pages, read_rows
+
+ARTICLE = (
+    "<html><head><title>Tides</title></head><body><article><h1>Spring tides</h1>"
+    + "<p>The highest tides of the year arrive with the full moon in March and September.</p>" * 3
+    + "</article></body></html>"
+)
+
+
+def test_warc_reader_yields_html_responses_only(tmp_path: Path) -> None:
+    path = tmp_path / "crawl.warc.gz"
+    write_warc(
+        path,
+        [
+            ("https://tides.example/a", "text/html; charset=utf-8", ARTICLE.encode()),
+            ("https://tides.example/logo.png", "image/png", b"\x89PNG..."),
+        ],
+    )
+    [page] = read_pages(str(path))
+    assert page.raw.url == "https://tides.example/a"
+    assert page.raw.html == ARTICLE.encode() and page.raw.status == 200
+    assert page.raw.content_type.startswith("text/html")
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz", ".jsonl.xz"])
+def test_jsonl_reader_streams_plain_and_compressed_files(tmp_path: Path, suffix: str) -> None:
+    lines = "".join(
+        json.dumps({"id": f"p{n}", "url": f"https://t.example/{n}", "html": ARTICLE, "status": 200})
+        + "\n"
+        for n in range(3)
+    )
+    path = tmp_path / f"pages{suffix}"
+    opener = {".jsonl": open, ".jsonl.gz": gzip.open, ".jsonl.xz": lzma.open}[suffix]
+    with opener(path, "wt", encoding="utf-8") as out:
+        out.write(lines)
+    pages = list(read_pages(str(path)))
+    assert [page.id for page in pages] == ["p0", "p1", "p2"]
+    assert pages[1].raw.url == "https://t.example/1" and pages[1].raw.status == 200
+    assert pages[0].raw.charset == "utf-8"
+
+
+def test_folder_reader_takes_html_files_in_name_order(tmp_path: Path) -> None:
+    (tmp_path / "b.html").write_text(ARTICLE)
+    (tmp_path / "a.htm").write_text(ARTICLE)
+    (tmp_path / "notes.txt").write_text("not a page")
+    assert [Path(page.id).name for page in read_pages(str(tmp_path))] == ["a.htm", "b.html"]
+
+
+def test_unreadable_sources_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="no such file"):
+        list(read_pages(str(tmp_path / "missing.jsonl")))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"url": "u"}\nnot json\n')
+    with pytest.raises(SourceError, match=r"bad\.jsonl:2"):
+        list(read_rows(bad))
+
+
+def test_jsonl_reading_keeps_memory_flat(tmp_path: Path) -> None:
+    """A reader is an iterator: the first page comes before the file is read through."""
+    path = tmp_path / "big.jsonl"
+    with path.open("w") as out:
+        for n in range(2000):
+            out.write(json.dumps({"id": n, "url": f"u{n}", "html": ARTICLE}) + "\n")
+    pages = read_pages(str(path))
+    first = next(pages)
+    assert first.id == "0"
+
+
+def _outcomes():
+    from topics.records import RawPage
+
+    raws = [
+        RawPage(url="https://tides.example/a", html=ARTICLE.encode()),
+        RawPage(url="https://tides.example/b", html=b"%PDF-1.4"),
+    ]
+    return extract_pages(raws, HeuristicLabeller(), PipelineSettings())
+
+
+def test_records_sink_writes_every_outcome_with_its_input_id(tmp_path: Path) -> None:
+    ok, error = _outcomes()
+    sink = open_sink(str(tmp_path / "out.jsonl"))
+    sink.write(ok, "a")
+    sink.write(error, "b")
+    sink.close()
+    first, second = (json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines())
+    assert (first["id"], first["status"], first["page_id"]) == ("a", "ok", ok.record.id)
+    assert "# Spring tides" in first["markdown"]
+    assert (second["id"], second["status"], second["error_class"]) == ("b", "error", "NotHtml")
+
+
+def test_datatrove_sink_is_read_by_datatrove_and_datasets_with_their_defaults(
+    tmp_path: Path,
+) -> None:
+    from datatrove.pipeline.readers import JsonlReader
+
+    ok, error = _outcomes()
+    path = tmp_path / "docs.jsonl"
+    sink = open_sink(f"datatrove:{path}")
+    sink.write(ok, "a")
+    sink.write(error, "b")  # no record: no document
+    sink.close()
+    [document] = list(JsonlReader(str(tmp_path), glob_pattern="docs.jsonl").run())
+    assert document.id == ok.record.id
+    assert "highest tides" in document.text
+    assert document.metadata["url"] == "https://tides.example/a"
+    assert document.metadata["extractor"] == "dripper:heuristic"
+
+    import datasets
+
+    loaded = datasets.load_dataset("json", data_files=str(path), split="train")
+    assert loaded[0]["text"] == document.text and loaded[0]["id"] == document.id
+
+
+def test_an_unknown_sink_kind_is_refused() -> None:
+    with pytest.raises(SinkError, match="datatrove"):
+        open_sink("parquet:out.parquet")
