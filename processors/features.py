@@ -483,10 +483,13 @@ def page_features(
     padded_tags = np.concatenate(([0], tags, [0]))
     columns["prev_tag"] = padded_tags[0:n]
     columns["next_tag"] = padded_tags[2 : n + 2]
+    cum_text = np.concatenate(([0.0], np.cumsum(text_len)))
+    cum_link = np.concatenate(([0.0], np.cumsum(link_len)))
     for size in (3, 7):
-        kernel = np.ones(size)
-        window_text = np.convolve(text_len, kernel, mode="same")
-        window_link = np.convolve(link_len, kernel, mode="same")
+        low = np.maximum(index - size // 2, 0)
+        high = np.minimum(index + size // 2 + 1, n)
+        window_text = cum_text[high] - cum_text[low]
+        window_link = cum_link[high] - cum_link[low]
         columns[f"win{size}_link"] = np.divide(
             window_link, window_text, out=np.ones(n), where=window_text > 0
         )

@@ -1,0 +1,214 @@
+"""Benchmarks of the learned labeller (BENCHMARKS.md, "Learned CPU labeller").
+
+    .venv/bin/python benchmarks/learned_labeller.py labels  [--data DIR]   # derivation check
+    .venv/bin/python benchmarks/learned_labeller.py cv      [--data DIR] [--train MODEL]
+    .venv/bin/python benchmarks/learned_labeller.py speed   [--data DIR] [--repeat N]
+
+* ``labels``: agreement of the gold-derived block labels with WebMainBench's cc-select
+  marks, and the ROUGE-5 / word F1 of the Markdown the derived labels reconstruct on every
+  dev file (the ceiling a block classifier can reach on this segmentation);
+* ``cv``: grouped cross-validation (wcxb_dev: 5 folds by domain; news files: leave-one-
+  file-out), the learned labeller through the whole pipeline beside trafilatura and
+  rs-trafilatura on the same pages; with ``--train`` it then trains on everything and
+  writes the model file with the calibration fitted on the out-of-fold pages;
+* ``speed``: the whole CPU path (decode, simplify, token count, learned labels,
+  reconstruction or fallback) on one pinned core over articles_dev, and trafilatura on
+  the same pages in the same run.
+
+Raw JSON goes to ``--out`` (default ``out/learned``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from processors.errors import PageError
+from processors.labels import agreement_with_marks, derive_page
+from processors.reconstruct import reconstruct
+from processors.scoring import score_page
+from processors.training import (
+    TRAIN_FILES,
+    cross_validate,
+    file_key,
+    load_pages,
+    load_rows,
+    train,
+)
+from processors.wordf1 import word_score
+
+ALL_FILES = ("webmainbench_sample.jsonl", *TRAIN_FILES)
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def labels_check(data: Path, out: Path) -> dict:
+    result: dict = {}
+    marks = agreement_with_marks(load_rows(data / "webmainbench_sample.jsonl"))
+    result["agreement"] = {
+        "pages": marks.pages,
+        "blocks": marks.blocks,
+        "accuracy": marks.accuracy,
+        "main_precision": marks.main_precision,
+        "main_recall": marks.main_recall,
+        "per_page": marks.per_page,
+    }
+    print(
+        f"cc-select agreement: {marks.pages} pages, {marks.blocks} blocks, accuracy "
+        f"{marks.accuracy:.4f}, main precision {marks.main_precision:.4f}, "
+        f"recall {marks.main_recall:.4f}"
+    )
+    for name in ALL_FILES:
+        groups: dict[str, dict[str, list[float]]] = {}
+        for row in load_rows(data / name):
+            markdown = ""
+            try:
+                record = derive_page(row)
+                if record is not None:
+                    markdown = reconstruct(
+                        record["mapping_blocks"], record["labels"], record["url"]
+                    ).markdown
+            except PageError:
+                pass
+            gold = row.get("gold_markdown_or_text") or ""
+            meta = row.get("meta") or {}
+            kind = meta.get("page_type") or meta.get("subset") or "all"
+            words = word_score(markdown, gold)
+            for key in {kind, "all"}:
+                group = groups.setdefault(key, {"rouge5": [], "word_f1": []})
+                group["rouge5"].append(score_page(markdown, gold).f1)
+                group["word_f1"].append(words.f1)
+        summary = {
+            kind: {metric: statistics.fmean(v) for metric, v in values.items()}
+            | {"pages": len(values["rouge5"])}
+            for kind, values in groups.items()
+        }
+        result[file_key(name)] = summary
+        print(
+            f"ceiling {file_key(name):20s} "
+            + "  ".join(
+                f"{kind}: R5 {s['rouge5']:.4f} wF1 {s['word_f1']:.4f} ({s['pages']})"
+                for kind, s in sorted(summary.items())
+            )
+        )
+    (out / "labels.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def cv_run(data: Path, out: Path, seed: int, model: str | None) -> dict:
+    started = time.perf_counter()
+    pages = load_pages(data)
+    _log(f"prepared {len(pages)} pages in {time.perf_counter() - started:.0f} s")
+    report = cross_validate(data, seed=seed, pages=pages, cache_dir=out, log=_log)
+    result = report.to_json()
+    (out / "cv.json").write_text(json.dumps(result))
+    word, rouge = result["word_f1"], result["rouge5"]
+    with_found, leaked = result["with_found"], result["without_leaked"]
+    print(f"grouped CV, seed {seed}, {report.seconds:.0f} s; pages {result['pages']}")
+    print(f"routes {result['routes']}")
+    for file, kinds in word.items():
+        for kind, extractors in kinds.items():
+            cells = []
+            for extractor, value in extractors.items():
+                cell = f"{extractor} wF1 {value:.4f}"
+                w = with_found.get(file, {}).get(kind, {}).get(extractor)
+                o = leaked.get(file, {}).get(kind, {}).get(extractor)
+                r = rouge.get(file, {}).get(kind, {}).get(extractor)
+                if w is not None:
+                    cell += f" with {w:.3f} without {o:.3f}"
+                if r is not None:
+                    cell += f" R5 {r:.4f}"
+                cells.append(cell)
+            print(f"{file:15s} {kind:14s} " + " | ".join(cells))
+    if model:
+        trained = train(data, model, seed=seed, cv=report, pages=pages)
+        print(
+            f"trained {trained.model_path}: {trained.pages} pages, {trained.blocks} blocks, "
+            f"main share {trained.main_share:.3f}, {trained.seconds:.0f} s, "
+            f"{trained.model_bytes / 2**20:.2f} MiB; calibration on held-out sites "
+            f"{trained.calibration_quality}"
+        )
+        result["train"] = trained.__dict__
+        (out / "cv.json").write_text(json.dumps(result))
+    return result
+
+
+def speed_run(data: Path, out: Path, repeat: int, model: str | None) -> dict:
+    from processors.fallback import fallback_markdown
+    from processors.labellers.learned import LearnedLabeller
+    from processors.pipeline import PipelineSettings, extract_pages
+    from processors.sources import raw_page_from_row
+    from processors.tokens import TokenBudget
+
+    os.sched_setaffinity(0, {0})
+    rows = load_rows(data / "articles_dev.jsonl")
+    raws = [raw_page_from_row(row) for row in rows]
+    labeller = LearnedLabeller(model)
+    settings = PipelineSettings(budget=TokenBudget(context_tokens=10**9))
+    extract_pages(raws[:2], labeller, settings)  # warm-up (imports, caches)
+    fallback_markdown(rows[0]["html"], rows[0]["url"])
+    result: dict = {"pages": len(raws), "repeat": repeat, "runs": []}
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        outcomes = []
+        for raw in raws:  # one page at a time: a page's latency is the path's latency
+            outcomes.extend(extract_pages([raw], labeller, settings))
+        ours = len(raws) / (time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        for raw, row in zip(raws, rows, strict=True):
+            with contextlib.suppress(PageError):
+                fallback_markdown(raw.html.decode("utf-8"), row["url"])
+        theirs = len(raws) / (time.perf_counter() - t0)
+        routes: dict[str, int] = {}
+        for outcome in outcomes:
+            key = outcome.record.extractor if outcome.record else "error"
+            routes[key] = routes.get(key, 0) + 1
+        result["runs"].append({"learned": ours, "trafilatura": theirs, "routes": routes})
+        print(
+            f"whole CPU path, learned labeller: {ours:.1f} pages/s; trafilatura {theirs:.1f} "
+            f"pages/s; ratio {ours / theirs:.2f}x; routes {routes}"
+        )
+    best = max(result["runs"], key=lambda run: run["learned"] / run["trafilatura"])
+    result["median_learned"] = statistics.median(run["learned"] for run in result["runs"])
+    result["median_trafilatura"] = statistics.median(run["trafilatura"] for run in result["runs"])
+    result["best_ratio_run"] = best
+    print(
+        f"median of {repeat}: learned {result['median_learned']:.1f} pages/s, trafilatura "
+        f"{result['median_trafilatura']:.1f} pages/s, ratio "
+        f"{result['median_learned'] / result['median_trafilatura']:.2f}x"
+    )
+    (out / "speed.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=("labels", "cv", "speed"))
+    parser.add_argument("--data", default="../shared/data")
+    parser.add_argument("--out", default="out/learned")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--train", metavar="MODEL", help="cv: then train and write MODEL")
+    parser.add_argument("--model", help="speed: model file (default: the shipped one)")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    data = Path(args.data)
+    if args.what == "labels":
+        labels_check(data, out)
+    elif args.what == "cv":
+        cv_run(data, out, args.seed, args.train)
+    else:
+        speed_run(data, out, args.repeat, args.model)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The learned labeller's model file (see processors/labellers/learned.py)."""
