@@ -40,14 +40,31 @@ _WHITESPACE = re.compile(r"\s+")
 # Inside a list or a table, these make it a layout container rather than one content unit.
 _LAYOUT_LIST_SELECTOR = "h1, h2, h3, h4, h5, h6, table, article, section, blockquote, pre, form"
 _LAYOUT_TABLE_SELECTOR = "div, p, ul, ol, h1, h2, h3, h4, h5, h6, article, section, form"
-_DEADLINE_CHECK_EVERY = 1024
-# Pre-parse nesting check: lexbor's tree building slows down sharply past a few thousand
-# open elements, so a hostile page is refused before it is parsed. Elements whose end tag
-# is optional are not counted (they close implicitly), void elements never nest.
-_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9-]*)")
+# Pre-parse checks (``check_markup``): an HTML5 parser's work is not bounded by the size of
+# its input, so hostile markup is refused before it is parsed, by a cheap scan of its tags:
+# - depth: lexbor's tree building slows down sharply past a few thousand open elements.
+#   Elements whose end tag is optional are not counted (they close implicitly), void
+#   elements never nest; ruby parts (rb rt rp rtc) close implicitly only inside <ruby>, and
+#   inside <svg>/<math> every element nests;
+# - element count: more tags than twice the element limit is refused without a closer look
+#   (a C-speed count, so 16 MB of <br> costs no more than a fraction of a second);
+# - the active formatting elements: a formatting element left open (<b>, <font>, ...) is
+#   re-created by the parser in every later block it runs into ("reconstruct the active
+#   formatting elements"), so 2,000 open <b> before 2,000 <p> make 4 million elements out of
+#   29 KB. The estimate adds, at every block start, the formatting elements open at that
+#   point (at most three of a kind, as the parser keeps them: the Noah's Ark clause).
+_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9-]*)([^>]*)")
+_ANY_TAG = re.compile(r"</?[a-zA-Z]")
 _NOT_NESTING = VOID_TAGS | frozenset(
-    "p li dt dd tr td th option optgroup thead tbody tfoot colgroup rb rt rtc rp caption".split()
+    "p li dt dd tr td th option optgroup thead tbody tfoot colgroup caption".split()
 )
+_RUBY_PARTS = frozenset(("rb", "rt", "rtc", "rp"))
+_FOREIGN = frozenset(("svg", "math"))
+_FORMATTING = frozenset("a b big code em font i nobr s small strike strong tt u".split())
+# At most one open at a time: a new one closes the one before.
+_ONE_OPEN = frozenset(("a", "nobr", "button", "form"))
+# Start tags where formatting elements opened inside the previous block are re-created.
+_BLOCK_STARTS = BLOCK_TAGS - frozenset(("body", "html"))
 PARSE_DEPTH_LIMIT = 4096
 # Containers kept in the simplified page even without class/id: layout-table structure
 # (so a parser reading the page again keeps every block in its cell, in order) and the
@@ -170,8 +187,12 @@ def _image_src(attributes: dict[str, str | None]) -> str:
 class _Walker:
     """Single-use state of one simplify() call."""
 
-    def __init__(self, config: SimplifyConfig, body_text_len: int) -> None:
+    def __init__(
+        self, config: SimplifyConfig, body_text_len: int, root: LexborNode | None = None
+    ) -> None:
         self.config = config
+        self.root = root
+        self._holders: dict[str, set[int]] = {}
         self.body_text_len = max(body_text_len, 1)
         self.elements = 0
         self.deadline = time.monotonic() + config.timeout_s
@@ -205,9 +226,24 @@ class _Walker:
             return False
         if not any(word in self.config.nav_words for word in _NAME_SPLIT.split(names)):
             return False
-        if node.css_first("h1") is not None:
+        if node.tag == "h1" or self._holds(node, "h1"):
             return False
         return len(node.text(deep=True) or "") < 0.2 * self.body_text_len
+
+    def _holds(self, node: LexborNode, selector: str) -> bool:
+        """Whether an element below ``node`` matches ``selector``. One search of the page per
+        selector, every match marking its ancestors, instead of one subtree search per
+        element: that is quadratic when lists or tables nest around a large subtree."""
+        holders = self._holders.get(selector)
+        if holders is None:
+            holders = set()
+            for match in self.root.css(selector) if self.root is not None else ():
+                parent = match.parent
+                while parent is not None and parent.mem_id not in holders:
+                    holders.add(parent.mem_id)
+                    parent = parent.parent
+            self._holders[selector] = holders
+        return node.mem_id in holders
 
     # -- walking ------------------------------------------------------------------------
 
@@ -215,7 +251,7 @@ class _Walker:
         self.elements += 1
         if self.elements > self.config.max_elements:
             raise TooManyElements(f"more than {self.config.max_elements} elements")
-        if self.elements % _DEADLINE_CHECK_EVERY == 0 and time.monotonic() > self.deadline:
+        if time.monotonic() > self.deadline:  # every element: a few ns, a bound that holds
             raise PageTimeout(f"simplification exceeded {self.config.timeout_s:g} s")
 
     def children(
@@ -325,11 +361,11 @@ class _Walker:
             role = (node.attributes.get("role") or "").lower()
             return (
                 role not in ("presentation", "none")
-                and node.css_first(_LAYOUT_TABLE_SELECTOR) is None
-                and len(node.css("table")) == 1  # css() matches the node itself too
+                and not self._holds(node, _LAYOUT_TABLE_SELECTOR)
+                and not self._holds(node, "table")
             )
         if tag in ("ul", "ol", "dl"):
-            return node.css_first(_LAYOUT_LIST_SELECTOR) is None
+            return not self._holds(node, _LAYOUT_LIST_SELECTOR)
         return True
 
     def _simp_attrs(self, tag: str, attributes: dict[str, str | None]) -> list[tuple[str, str]]:
@@ -418,19 +454,77 @@ def _title(tree: LexborHTMLParser) -> str:
     return _WHITESPACE.sub(" ", title)
 
 
-def _check_nesting(html: str) -> None:
-    """Refuse markup that opens more than PARSE_DEPTH_LIMIT elements without closing them."""
-    depth = 0
+def check_markup(html: str, config: SimplifyConfig | None = None) -> None:
+    """Refuse markup whose parse would be too deep or create too many elements, before it
+    is parsed (see the pre-parse notes at the top): TooDeep past PARSE_DEPTH_LIMIT open
+    elements, TooManyElements past twice ``max_elements`` tags or when the estimate of the
+    elements the parser creates exceeds ``max_elements``."""
+    limit = (config or SimplifyConfig()).max_elements
+    if html.count("<") > 2 * limit:  # C-speed bound first; the exact count only then
+        tags = sum(1 for _ in _ANY_TAG.finditer(html))
+        if tags > 2 * limit:
+            raise TooManyElements(f"the markup holds {tags} tags, more than {2 * limit}")
+    depth = ruby = foreign = 0
+    starts = rebuilt = active = 0
+    one_open: set[str] = set()
+    formatting: dict[str, list[str]] = {}  # open formatting elements by name: their keys
+    kinds: dict[str, int] = {}  # how many of each (name, attributes) are kept open
     for match in _TAG.finditer(html):
-        name = match.group(2).lower()
-        if name in _NOT_NESTING:
+        closing, name, rest = match.groups()
+        name = name.lower()
+        if closing:
+            if name in _FORMATTING and formatting.get(name):
+                key = formatting[name].pop()
+                kinds[key] -= 1
+                active -= 1
+            if name in _RUBY_PARTS and ruby:
+                continue
+            if name == "ruby":
+                ruby = max(ruby - 1, 0)
+            elif name in _FOREIGN:
+                foreign = max(foreign - 1, 0)
+            if name in _ONE_OPEN:
+                if name not in one_open:
+                    continue
+                one_open.discard(name)
+            if name not in _NOT_NESTING or foreign:
+                depth = max(depth - 1, 0)
             continue
-        if match.group(1):
-            depth = max(depth - 1, 0)
-        else:
-            depth += 1
-            if depth > PARSE_DEPTH_LIMIT:
-                raise TooDeep(f"the markup opens more than {PARSE_DEPTH_LIMIT} nested elements")
+        starts += 1
+        if name in _BLOCK_STARTS and active:
+            rebuilt += active
+            if starts + rebuilt > limit:
+                raise TooManyElements(
+                    f"the markup would make the parser create more than {limit} elements: "
+                    f"{active} formatting elements left open are re-created in every block"
+                )
+        if name in _FORMATTING:
+            if name == "a" and formatting.get("a"):
+                kinds[formatting["a"].pop()] -= 1
+                active -= 1
+            key = f"{name} {rest.strip().lower()}"
+            if kinds.get(key, 0) < 3:
+                formatting.setdefault(name, []).append(key)
+                kinds[key] = kinds.get(key, 0) + 1
+                active += 1
+        if rest.rstrip().endswith("/") and foreign:
+            continue  # self-closing in SVG / MathML
+        if name in _ONE_OPEN:
+            if name in one_open:
+                continue
+            one_open.add(name)
+        if name == "ruby":
+            ruby += 1
+        elif name in _RUBY_PARTS:
+            if ruby:
+                continue
+        elif name in _FOREIGN:
+            foreign += 1
+        elif name in _NOT_NESTING and not (foreign and name not in VOID_TAGS):
+            continue
+        depth += 1
+        if depth > PARSE_DEPTH_LIMIT:
+            raise TooDeep(f"the markup opens more than {PARSE_DEPTH_LIMIT} nested elements")
 
 
 def simplify(html: str, config: SimplifyConfig | None = None) -> SimplifiedDocument:
@@ -442,12 +536,12 @@ def simplify(html: str, config: SimplifyConfig | None = None) -> SimplifiedDocum
     config = config or SimplifyConfig()
     if len(html) > config.max_input_chars:
         raise TooLarge(f"{len(html)} characters, limit {config.max_input_chars}")
-    _check_nesting(html)
+    check_markup(html, config)
     tree = LexborHTMLParser(html)
     root = tree.body or tree.root
     if root is None:
         return SimplifiedDocument(_title(tree), "", [], [], [])
-    walker = _Walker(config, len(root.text(deep=True) or ""))
+    walker = _Walker(config, len(root.text(deep=True) or ""), root)
     piece = walker.element(root, root.tag or "body", 0, False, False, False)
     items = piece if isinstance(piece, list) else [piece] if piece is not None else []
     simplified_parts: list[str] = []
