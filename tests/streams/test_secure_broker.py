@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import shlex
+import socket
 import subprocess
 import sys
 import uuid
@@ -36,6 +37,7 @@ BROKER = ["bash", str(ROOT / "scripts" / "broker.sh")]
 HOME = ROOT / ".cache" / "kafka-secure-test"
 PORT = 19192
 CONTROLLER_PORT = 19193
+EXTRA_PORT = 19194  # where a smuggled PLAINTEXT listener would open
 FAIL_WITHIN_S = 30  # a refused client must give up within this
 
 
@@ -243,3 +245,106 @@ def test_a_worker_turns_a_page_into_a_record_over_the_secure_connection(
     assert json.loads(outputs[0].value)["url"] == url
     assert secure_settings.sasl_password not in logged
     assert "Authenticated as dripstream via SCRAM-SHA-512" in logged
+
+
+# -- the KRaft controller port --------------------------------------------------------------
+
+
+def _kafka_tool(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run one of Kafka's own command-line tools from the broker's jars."""
+    return subprocess.run(
+        [
+            "java",
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            f"-Dlog4j.configuration=file:{HOME / 'tools-log4j.properties'}",
+            "-cp",
+            str(HOME / "libs" / "*"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(2)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+# Add a PLAINTEXT listener to broker 1, as an attacker on the controller port would.
+SMUGGLED_LISTENER = [
+    "--alter",
+    "--entity-type",
+    "brokers",
+    "--entity-name",
+    "1",
+    "--add-config",
+    f"listeners=[SASL_SSL://127.0.0.1:{PORT},CONTROLLER://127.0.0.1:{CONTROLLER_PORT},"
+    f"OPEN://127.0.0.1:{EXTRA_PORT}],"
+    "listener.security.protocol.map=[SASL_SSL:SASL_SSL,CONTROLLER:SSL,OPEN:PLAINTEXT]",
+]
+# Short timeouts so a refused tool gives up quickly; no credentials of any kind.
+NO_CREDENTIALS = {
+    "plaintext": "security.protocol=PLAINTEXT\n",
+    "tls-without-certificate": "security.protocol=SSL\nssl.truststore.type=PEM\n"
+    f"ssl.truststore.location={HOME / 'tls' / 'ca.crt'}\n",
+}
+
+
+@pytest.mark.parametrize("client", sorted(NO_CREDENTIALS))
+def test_the_controller_port_refuses_kafka_tools_without_a_certificate(
+    secure_env: dict[str, str], tmp_path: Path, client: str
+) -> None:
+    config = tmp_path / "client.properties"
+    config.write_text(
+        NO_CREDENTIALS[client] + "request.timeout.ms=5000\ndefault.api.timeout.ms=15000\n"
+    )
+    common = ["--bootstrap-controller", f"127.0.0.1:{CONTROLLER_PORT}"]
+    common += ["--command-config", str(config)]
+    attempt = _kafka_tool("kafka.admin.ConfigCommand", *common, *SMUGGLED_LISTENER)
+    output = attempt.stdout + attempt.stderr
+    assert attempt.returncode != 0, output
+    refusals = ("SslAuthenticationException", "Timed out", "timed out", "TimeoutException")
+    assert any(word in output for word in refusals), output
+    assert "Completed updating config" not in output
+    # Nothing changed: no new listener, and the broker's own view has no override.
+    assert not _port_open(EXTRA_PORT)
+    described = _kafka_tool(
+        "kafka.admin.ConfigCommand",
+        "--bootstrap-server",
+        f"127.0.0.1:{PORT}",
+        "--command-config",
+        str(HOME / "secrets" / "admin.properties"),
+        "--describe",
+        "--entity-type",
+        "brokers",
+        "--entity-name",
+        "1",
+    )
+    assert described.returncode == 0, described.stderr
+    assert "listeners=" not in described.stdout, described.stdout
+
+
+def test_the_controller_port_serves_the_broker_certificate_holder(
+    secure_env: dict[str, str],
+) -> None:
+    # The port is alive and speaks to whoever holds the broker's certificate (the broker,
+    # an operator on the broker's host): the refusals above are authentication.
+    described = _kafka_tool(
+        "kafka.admin.ConfigCommand",
+        "--bootstrap-controller",
+        f"127.0.0.1:{CONTROLLER_PORT}",
+        "--command-config",
+        str(HOME / "secrets" / "controller.properties"),
+        "--describe",
+        "--entity-type",
+        "brokers",
+        "--entity-name",
+        "1",
+    )
+    assert described.returncode == 0, described.stdout + described.stderr
+    assert (HOME / "secrets" / "controller.properties").stat().st_mode & 0o777 == 0o600
