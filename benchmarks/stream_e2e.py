@@ -27,6 +27,7 @@ from pathlib import Path
 
 from processors.labellers.heuristic import HeuristicLabeller
 from processors.pipeline import PipelineSettings, extract_pages
+from processors.sandbox import Limits, Sandbox
 from streams.demo import broker, start_worker, stop_process
 from streams.kafka import create_topics
 from streams.settings import StreamSettings
@@ -37,16 +38,17 @@ from topics.records import RawPage
 from topics.topics import ALL_TOPICS, PAGES
 
 
+def process_cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds(pid: int) -> float:
     """CPU time of a process and its live descendants."""
-    total = 0.0
-    for member in process_tree(pid):
-        try:
-            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+    return sum(process_cpu_seconds(member) for member in process_tree(pid))
 
 
 def message_bytes(message: TopicMessage) -> int:
@@ -72,6 +74,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", required=True)
     parser.add_argument("--copies", type=int, default=5)
+    parser.add_argument(
+        "--no-chain",
+        action="store_true",
+        help="DRIPSTREAM_CHAIN=0: every hop through Kafka (measures the intermediate topics)",
+    )
     args = parser.parse_args()
     with open(args.data, encoding="utf-8") as lines:
         rows = [json.loads(line) for line in lines if line.strip()]
@@ -85,6 +92,14 @@ def main() -> None:
     extract_pages(pages, HeuristicLabeller(), PipelineSettings())
     offline_rate = len(pages) / (time.perf_counter() - started)
     offline_cpu = time.process_time() - cpu_started
+    # The same, with per-page work in the sandbox child, as `dripstream extract` runs it.
+    with Sandbox(PipelineSettings(), Limits()) as sandbox:
+        extract_pages(pages[:16], HeuristicLabeller(), PipelineSettings(), sandbox)  # warm
+        cpu_started = cpu_seconds(os.getpid())
+        for start in range(0, len(pages), 32):
+            batch = pages[start : start + 32]
+            extract_pages(batch, HeuristicLabeller(), PipelineSettings(), sandbox)
+        sandboxed_cpu = cpu_seconds(os.getpid()) - cpu_started
 
     already_running = broker("status") == 0
     if not already_running:
@@ -99,6 +114,8 @@ def main() -> None:
     asyncio.run(create_topics(settings))
     log = Path("out") / f"bench-worker-{run}.log"
     log.parent.mkdir(exist_ok=True)
+    if args.no_chain:
+        os.environ["DRIPSTREAM_CHAIN"] = "0"
     worker = start_worker(settings, log)
     samples: list[tuple[float, float]] = []
     stop = threading.Event()
@@ -106,11 +123,16 @@ def main() -> None:
     sampler.start()
     try:
         time.sleep(8)  # let the worker join its group before the clock starts
-        cpu_before = {"worker": cpu_seconds(worker.pid), "broker": cpu_seconds(broker_pid())}
+        cpu_before = {
+            "worker": cpu_seconds(worker.pid),
+            "worker_main": process_cpu_seconds(worker.pid),
+            "broker": cpu_seconds(broker_pid()),
+        }
         produced = asyncio.run(produce_pages(settings, pages, progress=False))
         outputs = asyncio.run(wait_for_outputs(settings, produced, deadline_s=900))
         cpu_used = {
             "worker": cpu_seconds(worker.pid) - cpu_before["worker"],
+            "worker_main": process_cpu_seconds(worker.pid) - cpu_before["worker_main"],
             "broker": cpu_seconds(broker_pid()) - cpu_before["broker"],
         }
         inputs = asyncio.run(read_topics(settings, [PAGES], idle_s=1.0))
@@ -147,13 +169,15 @@ def main() -> None:
         "offline_pages_per_s": round(offline_rate, 1),
         "stream_pages_per_s": round(stream_rate, 1),
         "stream_vs_offline": round(stream_rate / offline_rate, 3),
+        "chain": not args.no_chain,
         "offline_pages_per_cpu_s": round(len(pages) / offline_cpu, 1),
+        "offline_sandboxed_pages_per_cpu_s": round(len(pages) / sandboxed_cpu, 1),
         "worker_cpu_s": round(cpu_used["worker"], 2),
+        "worker_main_process_cpu_s": round(cpu_used["worker_main"], 2),
         "broker_cpu_s": round(cpu_used["broker"], 2),
         "stream_pages_per_worker_cpu_s": round(len(pages) / cpu_used["worker"], 1),
-        "stream_vs_offline_per_cpu_s": round(
-            (len(pages) / cpu_used["worker"]) / (len(pages) / offline_cpu), 3
-        ),
+        "stream_vs_offline_per_cpu_s": round(offline_cpu / cpu_used["worker"], 3),
+        "stream_vs_offline_sandboxed_per_cpu_s": round(sandboxed_cpu / cpu_used["worker"], 3),
         "latency_ms_p50": latencies[len(latencies) // 2],
         "latency_ms_p99": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
         "worker_rss_mib_peak": round(max(rss for _, rss in samples), 1),

@@ -15,7 +15,9 @@ The child is then restarted and the batch goes on with the next item, so one pag
 cost its own result and the restart, never its neighbours' results or the caller's
 process. ``InProcess`` is the same interface without a child (tests, trusted input).
 
-Items, contexts and results cross the process boundary by pickle, once per batch; the
+The child is a fresh interpreter (``python -m processors.sandbox``) talking over a socket
+pair: it inherits no threads, locks or main-module state from the caller (a faust worker,
+pytest, a script). Items, contexts and results cross by pickle, once per batch; the
 context (settings, tokenizer) is sent once when the child starts.
 """
 
@@ -23,8 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
+import os
 import resource
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -76,11 +81,13 @@ class InProcess(Generic[C]):
         self.close()
 
 
-def _child_main(connection: Connection, context: Any, memory_mib: int) -> None:
-    """The child's loop: receive (function, items), send back one (index, ok, value) per
-    item as soon as it is done."""
+def child_main(fd: int, memory_mib: int) -> None:
+    """The child's loop: receive the context, then (function, items) requests; send back
+    one (index, ok, value) per item as soon as it is done."""
     limit = memory_mib * MIB
     resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    connection = Connection(fd)
+    context = connection.recv()
     while True:
         try:
             request = connection.recv()
@@ -116,33 +123,41 @@ class Sandbox(Generic[C]):
         self.limits = limits or Limits()
         self.restarts = 0
         self._lock = threading.Lock()
-        self._process: multiprocessing.process.BaseProcess | None = None
+        self._process: subprocess.Popen[bytes] | None = None
         self._connection: Connection | None = None
 
     def _start(self) -> Connection:
-        if self._process is not None and self._process.is_alive() and self._connection:
+        if self._process is not None and self._process.poll() is None and self._connection:
             return self._connection
         self._stop()
-        ctx = multiprocessing.get_context("forkserver")
-        parent, child = ctx.Pipe()
-        process = ctx.Process(
-            target=_child_main,
-            args=(child, self.context, self.limits.memory_mib),
-            name="dripstream-sandbox",
-            daemon=True,
+        ours, theirs = socket.socketpair()
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "processors.sandbox",
+                str(theirs.fileno()),
+                str(self.limits.memory_mib),
+            ],
+            pass_fds=[theirs.fileno()],
+            stdin=subprocess.DEVNULL,
+            # The caller's import path, so work functions resolve as they do here.
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, sys.path))},
         )
-        process.start()
-        child.close()
-        self._process, self._connection = process, parent
-        return parent
+        theirs.close()
+        connection = Connection(ours.detach())
+        connection.send(self.context)
+        self._process, self._connection = process, connection
+        return connection
 
     def _stop(self) -> None:
         if self._connection is not None:
             self._connection.close()
         if self._process is not None:
-            if self._process.is_alive():
+            if self._process.poll() is None:
                 self._process.kill()
-            self._process.join(timeout=5)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._process.wait(timeout=5)
         self._process = self._connection = None
 
     @property
@@ -196,16 +211,17 @@ class Sandbox(Generic[C]):
                     return None
             except (EOFError, OSError):
                 return self._death()
-            if self._process is not None and not self._process.is_alive():
+            if self._process is not None and self._process.poll() is not None:
                 if connection.poll(0):
                     return None
                 return self._death()
 
     def _death(self) -> PageError:
         process = self._process
+        code = None
         if process is not None:
-            process.join(timeout=5)
-        code = process.exitcode if process is not None else None
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = process.wait(timeout=5)
         log.warning("sandbox child died (exit code %s); restarting", code)
         # An allocation the cap refused ends as SIGSEGV/SIGABRT in native code as often as
         # a MemoryError: both are the page's doing, so both count as memory.
@@ -232,3 +248,7 @@ class Sandbox(Generic[C]):
 
 
 PageRunner = InProcess[Any] | Sandbox[Any]
+
+
+if __name__ == "__main__":
+    child_main(int(sys.argv[1]), int(sys.argv[2]))

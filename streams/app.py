@@ -32,7 +32,7 @@ from streams.stages import (
     Outbound,
     StageContext,
 )
-from topics.topics import ALL_TOPICS, MAX_MESSAGE_BYTES
+from topics.topics import ALL_TOPICS, DEAD_LETTERS, MAX_MESSAGE_BYTES, RECORDS
 
 log = logging.getLogger("dripstream.app")
 
@@ -136,9 +136,10 @@ def build_app(settings: StreamSettings, labeller: Labeller | None = None) -> fau
                 error_class = output.headers.get(ERROR_HEADER, b"").decode() or "unknown"
                 metrics.ERRORS.labels(stage, error_class).inc()
 
+    handle = chained_handler(settings, context)
     for name in settings.stages:
         stage = STAGES[name]
-        agent = _batch_agent(name, settings, context, deliver)
+        agent = _batch_agent(name, settings, handle, deliver)
         app.agent(topics[stage.input_topic], name=f"dripstream.{name}")(agent)
 
     @app.page("/metrics")
@@ -160,15 +161,54 @@ def build_app(settings: StreamSettings, labeller: Labeller | None = None) -> fau
 
 
 Deliver = Callable[[str, list[Outbound]], Awaitable[None]]
+Handle = Callable[[str, list[Inbound]], Awaitable[list[Outbound]]]
+UNCHAINED = (RECORDS, DEAD_LETTERS)  # the pipeline's outputs always go to Kafka
+
+
+def chained_handler(settings: StreamSettings, context: StageContext) -> Handle:
+    """A batch handler that, with ``DRIPSTREAM_CHAIN`` on, hands outputs bound for a
+    stage this worker also runs straight to that stage in memory (operator chaining), so
+    a worker running simplify+label+reconstruct writes only records, fallback requests
+    and dead letters. The input is still acknowledged only after every final output is:
+    at-least-once holds. Workers running one stage each (the k8s layout) use the topics."""
+    local = (
+        {
+            STAGES[name].input_topic: name
+            for name in settings.stages
+            if STAGES[name].input_topic not in UNCHAINED
+        }
+        if settings.chain
+        else {}
+    )
+
+    async def handle(stage: str, messages: list[Inbound]) -> list[Outbound]:
+        outputs = await STAGES[stage].handle(messages, context)
+        final: list[Outbound] = []
+        onward: dict[str, list[Inbound]] = {}
+        for output in outputs:
+            target = local.get(output.topic)
+            if target is None or target == stage:
+                final.append(output)
+                continue
+            metrics.PAGES_OUT.labels(stage, output.route).inc()
+            name = settings.topic_prefix + output.topic
+            onward.setdefault(target, []).append(
+                Inbound(name, -1, -1, output.key, output.value, output.headers)
+            )
+        for target, batch in onward.items():
+            metrics.PAGES_IN.labels(target).inc(len(batch))
+            final.extend(await handle(target, batch))
+        return final
+
+    return handle
 
 
 def _batch_agent(
-    stage: str, settings: StreamSettings, context: StageContext, deliver: Deliver
+    stage: str, settings: StreamSettings, handle: Handle, deliver: Deliver
 ) -> Callable[[Any], Any]:
     """Micro-batches: handle up to ``max_batch`` messages, deliver every output (all
     acknowledged by the broker), then ack the batch's messages in offset order."""
     within = settings.max_wait_ms / 1000
-    handle = STAGES[stage].handle
 
     async def agent(stream: Any) -> None:
         async for events in stream.noack_take(settings.max_batch, within=within):
@@ -176,7 +216,7 @@ def _batch_agent(
             metrics.IN_FLIGHT.labels(stage).inc(len(events))
             started = time.perf_counter()
             try:
-                outputs = await handle([inbound(e) for e in events], context)
+                outputs = await handle(stage, [inbound(e) for e in events])
                 await deliver(stage, outputs)
             finally:
                 metrics.IN_FLIGHT.labels(stage).dec(len(events))

@@ -47,6 +47,12 @@ SETTINGS = (
         " and so the simplify stage's token budget",
     ),
     Setting("DRIPSTREAM_MODEL", "", "weights folder or hub id overriding the profile's"),
+    Setting(
+        "DRIPSTREAM_CHAIN",
+        "1",
+        "1: stages of one worker pass pages in memory (intermediate topics only between"
+        " workers); 0: every hop goes through Kafka",
+    ),
     Setting("DRIPSTREAM_MAX_BATCH", "16", "label stage: pages handed to the labeller at once"),
     Setting("DRIPSTREAM_MAX_WAIT_MS", "50", "label stage: longest wait to fill a batch"),
     Setting("DRIPSTREAM_LABEL_RETRIES", "3", "labeller attempts per batch before fallback"),
@@ -96,6 +102,7 @@ class StreamSettings:
     labeller: str
     profile: str
     model: str
+    chain: int
     max_batch: int
     max_wait_ms: int
     label_retries: int
@@ -147,6 +154,8 @@ class StreamSettings:
             raise SettingsError(f"DRIPSTREAM_LABELLER: {error}") from None
         if "sink" in self.stages and not self.sink:
             raise SettingsError("the sink stage needs DRIPSTREAM_SINK (KIND:PATH)")
+        if self.chain not in (0, 1):
+            raise SettingsError("DRIPSTREAM_CHAIN must be 0 or 1")
         if self.page_timeout_s < 1 or self.page_memory_mib < 64:
             raise SettingsError(
                 "DRIPSTREAM_PAGE_TIMEOUT_S must be >= 1 and DRIPSTREAM_PAGE_MEMORY_MIB >= 64"
