@@ -41,3 +41,10 @@ print(f\"eval {sys.argv[2]:20s} {sys.argv[3]:9s} mean F1 {r['mean_f1']:.4f} P {r
       "$OUT/eval_${file}_${labeller}.json" "$file" "$labeller"
   done
 done
+
+# Learned labeller (BENCHMARKS.md, "Learned CPU labeller"): label derivation check and
+# ceiling, grouped cross-validation beside trafilatura / rs-trafilatura, one-core speed.
+$PY -c "import rs_trafilatura" 2>/dev/null || $PY -m pip install -q -e '.[bench]'
+$PY benchmarks/learned_labeller.py labels --data "$DATA" --out "$OUT/learned"
+$PY benchmarks/learned_labeller.py cv --data "$DATA" --out "$OUT/learned"
+$PY benchmarks/learned_labeller.py speed --data "$DATA" --out "$OUT/learned" --repeat 3

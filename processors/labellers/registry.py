@@ -16,6 +16,7 @@ from processors.labellers.base import Labeller
 
 LABELLERS: dict[str, str] = {
     "heuristic": "processors.labellers.heuristic:HeuristicLabeller",
+    "learned": "processors.labellers.learned:LearnedLabeller",
     "oracle": "processors.labellers.oracle:OracleLabeller",
     "fallback": "processors.labellers.fallback_only:FallbackOnlyLabeller",
     "vllm": "gpu_worker.labeller:VllmLabeller.from_options",
