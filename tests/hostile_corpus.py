@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import gzip
 import random
+from collections.abc import Callable
 from typing import NamedTuple
 
 RECORD = "record-or-fallback"
@@ -137,7 +138,8 @@ def script_link_page() -> bytes:
 
 
 def hostile_cases(include_slow: bool = True) -> list[HostileCase]:
-    """Every hostile case; ``include_slow=False`` leaves out the multi-megabyte ones."""
+    """Every hostile case; ``include_slow=False`` leaves out the multi-megabyte ones
+    (``SLOW_CASES``, whose names are known without building them)."""
     cases: list[HostileCase] = []
     add = cases.append
 
@@ -177,10 +179,10 @@ def hostile_cases(include_slow: bool = True) -> list[HostileCase]:
 
     # Deep nesting inside the 256-level limit: no recursive converter may overflow.
     for tag in ("span", "b", "a", "div", "blockquote", "ul", "li", "table", "pre", "td"):
-        body = nested(tag, 240, "deep text inside the nesting " * 3)
+        body = nested(tag, 250, "deep text inside the nesting " * 3)
         add(
             HostileCase(
-                f"nested-{tag}-240", page(f"<article>{body}</article>").encode(), RECORD, 30
+                f"nested-{tag}-250", page(f"<article>{body}</article>").encode(), RECORD, 30
             )
         )
     nested_tables = "<table><tr><td>" * 60 + "cell text" + "</td></tr></table>" * 60
@@ -291,71 +293,91 @@ def hostile_cases(include_slow: bool = True) -> list[HostileCase]:
         )
     )
 
-    if not include_slow:
-        return cases
+    if include_slow:
+        cases.extend(build() for build in SLOW_CASES.values())
+    return cases
 
-    add(
-        HostileCase(
-            "formatting-blowup-67k", formatting_blowup(4000, 6000), REFUSED_SHAPE, 20, slow=True
-        )
-    )
-    add(HostileCase("ruby-rb-100k", ruby_flood(100_000), REFUSED_SHAPE, 30, slow=True))
-    add(
-        HostileCase(
-            "ul-250-nav-br-3.9m",
-            nested_lists_around_nav(250, 3_900_000),
-            REFUSED_SHAPE,
-            30,
-            slow=True,
-        )
-    )
-    add(
-        HostileCase(
-            "ul-250-nav-br-350k", nested_lists_around_nav(250, 350_000), RECORD, 30, slow=True
-        )
-    )
-    # Subtree searches per element made these quadratic (nesting x subtree size).
-    add(
-        HostileCase(
+
+def hostile_case(name: str) -> HostileCase:
+    """One case by name (builds only that one: the slow ones are megabytes each)."""
+    if name in SLOW_CASES:
+        return SLOW_CASES[name]()
+    for case in hostile_cases(include_slow=False):
+        if case.name == name:
+            return case
+    raise KeyError(name)
+
+
+def _slow(name: str, data: Callable[[], bytes], expected: str | frozenset[str], bound: float):
+    return lambda: HostileCase(name, data(), expected, bound, slow=True)
+
+
+# Multi-megabyte cases, built on demand.
+SLOW_CASES: dict[str, Callable[[], HostileCase]] = {
+    name: _slow(name, data, expected, bound)
+    for name, data, expected, bound in (
+        ("formatting-blowup-67k", lambda: formatting_blowup(4000, 6000), REFUSED_SHAPE, 20),
+        ("ruby-rb-100k", lambda: ruby_flood(100_000), REFUSED_SHAPE, 30),
+        ("ul-250-nav-br-3.9m", lambda: nested_lists_around_nav(250, 3_900_000), REFUSED_SHAPE, 30),
+        ("ul-250-nav-br-350k", lambda: nested_lists_around_nav(250, 350_000), RECORD, 30),
+        # Subtree searches per element made these quadratic (nesting x subtree size).
+        (
             "ul-250-nav-br-h1-390k",
-            nested_lists_around_nav(250, 390_000, "<h1>Title</h1>"),
+            lambda: nested_lists_around_nav(250, 390_000, "<h1>Title</h1>"),
             RECORD,
             30,
-            slow=True,
-        )
-    )
-    add(
-        HostileCase(
+        ),
+        (
             "menu-div-250-br-h1-390k",
-            nested_lists_around_nav(250, 390_000, "<h1>Title</h1>", "div class=menu"),
+            lambda: nested_lists_around_nav(250, 390_000, "<h1>Title</h1>", "div class=menu"),
             RECORD,
             30,
-            slow=True,
-        )
-    )
-    add(
-        HostileCase(
+        ),
+        (
             "tables-60-br-div-390k",
-            nested_lists_around_nav(60, 390_000, "<div>x</div>", "table><tr><td"),
+            lambda: nested_lists_around_nav(60, 390_000, "<div>x</div>", "table><tr><td"),
             RECORD,
             30,
-            slow=True,
-        )
-    )
-    add(
-        HostileCase(
-            "p-16mb-amp-16m", ampersand_flood(16_000_000, 16_000_000), REFUSED_SIZE, 30, slow=True
-        )
-    )
-    under = 16 * MIB - 64
-    add(HostileCase("p-amp-under-size-limit", b"<p>" + b"&" * under, RECORD, 60, slow=True))
-    add(
-        HostileCase(
+        ),
+        # 16 MB of <p> and 16 million "&": over the size limit.
+        ("p-16mb-amp-16m", lambda: ampersand_flood(16_000_000, 16_000_000), REFUSED_SIZE, 30),
+        # Just under it: 16 Mi "&", each one "&amp;" in the mapping branch.
+        ("p-amp-under-size-limit", lambda: b"<p>" + b"&" * (16 * MIB - 64), RECORD, 60),
+        (
             "br-under-element-limit",
-            page("<p>" + "<br>" * 390_000 + "x</p>").encode(),
+            lambda: page("<p>" + "<br>" * 390_000 + "x</p>").encode(),
             RECORD,
             60,
-            slow=True,
-        )
+        ),
     )
-    return cases
+}
+
+
+# -- checking rendered output -----------------------------------------------------------------
+
+SAFE_SCHEMES = frozenset(("http", "https", "ftp", "mailto", "tel"))
+
+
+def assert_renders_harmless(markdown: str) -> None:
+    """Render like the most permissive CommonMark renderer (raw HTML on, no link
+    validation) and check the HTML: no script-capable element, no event handler, no link
+    or image to anything but a web (or mail/phone) URL."""
+    import html as htmlmod
+
+    from markdown_it import MarkdownIt
+    from selectolax.lexbor import LexborHTMLParser
+
+    from processors.markdown import url_scheme
+
+    renderer = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+    renderer.validateLink = lambda url: True
+    rendered = renderer.render(markdown)
+    tree = LexborHTMLParser(rendered)
+    dangerous = tree.css("script, iframe, object, embed, svg, math, style, form, base, meta")
+    assert not dangerous, rendered[:2000]
+    for node in tree.css("*"):
+        for name, value in node.attributes.items():
+            assert not name.lower().startswith("on"), rendered[:2000]
+            if name.lower() in ("href", "src", "srcset", "action", "formaction", "xlink:href"):
+                scheme = url_scheme(htmlmod.unescape(value or ""))
+                assert scheme is None or scheme in SAFE_SCHEMES, rendered[:2000]
