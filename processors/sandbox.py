@@ -13,7 +13,8 @@ most ``timeout_s``:
 
 The child is then restarted and the batch goes on with the next item, so one page can
 cost its own result and the restart, never its neighbours' results or the caller's
-process. ``InProcess`` is the same interface without a child (tests, trusted input).
+process. Items go one at a time, so the caller holds at most one pickled page.
+``InProcess`` is the same interface without a child (tests, trusted input).
 
 The child is a fresh interpreter (``python -m processors.sandbox``) talking over a socket
 pair: it inherits no threads, locks or main-module state from the caller (a faust worker,
@@ -24,6 +25,7 @@ context (settings, tokenizer) is sent once when the child starts.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import resource
@@ -46,6 +48,7 @@ Function = Callable[[Any, Any], Any]
 
 log = logging.getLogger("dripstream.sandbox")
 MIB = 1024 * 1024
+STARTUP_TIMEOUT_S = 120.0  # a fresh child imports the work's modules before its first page
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ class Limits:
     """Per-page bounds: wall time for one item, and the child's data-segment size."""
 
     timeout_s: float = 15.0
-    memory_mib: int = 384
+    memory_mib: int = 256
 
 
 class InProcess(Generic[C]):
@@ -82,12 +85,14 @@ class InProcess(Generic[C]):
 
 
 def child_main(fd: int, memory_mib: int) -> None:
-    """The child's loop: receive the context, then (function, items) requests; send back
-    one (index, ok, value) per item as soon as it is done."""
+    """The child's loop: receive the context, then one (function, item) request at a time;
+    answer each with (ok, value)."""
     limit = memory_mib * MIB
     resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     connection = Connection(fd)
-    context = connection.recv()
+    context, module = connection.recv()
+    importlib.import_module(module)  # before "ready": imports are not a page's time
+    connection.send("ready")
     while True:
         try:
             request = connection.recv()
@@ -95,20 +100,21 @@ def child_main(fd: int, memory_mib: int) -> None:
             return
         if request is None:
             return
-        function, items = request
-        for index, item in enumerate(items):
-            try:
-                reply = (index, True, function(context, item))
-            except MemoryError:
-                reply = (index, False, PageMemoryExceeded(f"over the {memory_mib} MiB limit"))
-            except PageError as error:
-                reply = (index, False, error)
-            except Exception as error:  # a bug: the caller classifies it
-                reply = (index, False, WorkerCrashed(f"{type(error).__name__}: {error}"))
-            try:
-                connection.send(reply)
-            except MemoryError:
-                connection.send((index, False, PageMemoryExceeded("result over the limit")))
+        function, item = request
+        del request
+        try:
+            reply: tuple[bool, Any] = (True, function(context, item))
+        except MemoryError:
+            reply = (False, PageMemoryExceeded(f"over the {memory_mib} MiB limit"))
+        except PageError as error:
+            reply = (False, error)
+        except Exception as error:  # a bug: the caller classifies it
+            reply = (False, WorkerCrashed(f"{type(error).__name__}: {error}"))
+        del item
+        try:
+            connection.send(reply)
+        except MemoryError:
+            connection.send((False, PageMemoryExceeded("the result is over the limit")))
 
 
 class Sandbox(Generic[C]):
@@ -126,7 +132,7 @@ class Sandbox(Generic[C]):
         self._process: subprocess.Popen[bytes] | None = None
         self._connection: Connection | None = None
 
-    def _start(self) -> Connection:
+    def _start(self, function: Function) -> Connection:
         if self._process is not None and self._process.poll() is None and self._connection:
             return self._connection
         self._stop()
@@ -146,8 +152,15 @@ class Sandbox(Generic[C]):
         )
         theirs.close()
         connection = Connection(ours.detach())
-        connection.send(self.context)
         self._process, self._connection = process, connection
+        try:
+            connection.send((self.context, function.__module__))
+            ready = connection.poll(STARTUP_TIMEOUT_S) and connection.recv() == "ready"
+        except (EOFError, OSError):
+            ready = False
+        if not ready:
+            self._stop()
+            raise RuntimeError(f"the sandbox child did not start within {STARTUP_TIMEOUT_S} s")
         return connection
 
     def _stop(self) -> None:
@@ -165,39 +178,29 @@ class Sandbox(Generic[C]):
         return self._process.pid if self._process is not None else None
 
     def map(self, function: Function, items: Sequence[Any]) -> list[Any | PageError]:
-        """One result per item, in order: the function's value or a PageError."""
+        """One result per item, in order: the function's value or a PageError. Items go
+        to the child one at a time, so the caller never holds more than one pickled."""
         with self._lock:
-            results: list[Any | PageError] = [None] * len(items)
-            start = 0
-            while start < len(items):
-                start = self._run_from(function, items, start, results)
-            return results
+            return [self._run(function, item) for item in items]
 
-    def _run_from(
-        self, function: Function, items: Sequence[Any], start: int, results: list[Any]
-    ) -> int:
-        """Send items[start:]; collect results until done or one fails hard. Returns the
-        index to resume from."""
-        connection = self._start()
-        pending = list(items[start:])
-        connection.send((function, pending))
-        for offset in range(len(pending)):
-            index = start + offset
-            deadline = time.monotonic() + self.limits.timeout_s
-            error = self._wait(connection, deadline)
-            if error is None:
-                try:
-                    _, _ok, value = connection.recv()
-                except (EOFError, OSError):
-                    error = self._death()
-                else:
-                    results[index] = value
-                    continue
-            results[index] = error
-            self.restarts += 1
-            self._stop()
-            return index + 1
-        return len(items)
+    def _run(self, function: Function, item: Any) -> Any | PageError:
+        connection = self._start(function)
+        try:
+            connection.send((function, item))
+        except OSError:  # the child died between requests
+            error: PageError | None = self._death()
+        else:
+            error = self._wait(connection, time.monotonic() + self.limits.timeout_s)
+        if error is None:
+            try:
+                _ok, value = connection.recv()
+            except (EOFError, OSError):
+                error = self._death()
+            else:
+                return value
+        self.restarts += 1
+        self._stop()
+        return error
 
     def _wait(self, connection: Connection, deadline: float) -> PageError | None:
         """None when a reply is ready; the error to record when the child timed out or

@@ -127,23 +127,29 @@ def process_tree(pid: int) -> list[int]:
     return tree
 
 
-def rss_mib(pid: int) -> float:
-    """Resident memory of a process and its descendants in MiB (0 when it is gone)."""
+def rss_mib(pid: int, children: bool = True) -> float:
+    """Memory of a process and (by default) its descendants in MiB (0 when it is gone).
+
+    Each process counts its proportional set size (``Pss`` in ``smaps_rollup``): a
+    library page mapped by the worker and its sandbox child counts once, as the pod's
+    memory cgroup charges it; ``VmRSS`` where ``smaps_rollup`` is missing.
+    """
     total = 0.0
-    for member in process_tree(pid):
+    for member in process_tree(pid) if children else [pid]:
+        total += _memory_kib(member) / 1024
+    return total
+
+
+def _memory_kib(pid: int) -> int:
+    for name, prefix in (("smaps_rollup", "Pss:"), ("status", "VmRSS:")):
         try:
-            status = Path(f"/proc/{member}/status").read_text()
+            text = Path(f"/proc/{pid}/{name}").read_text()
         except OSError:
             continue
-        total += next(
-            (
-                int(line.split()[1]) / 1024
-                for line in status.splitlines()
-                if line.startswith("VmRSS:")
-            ),
-            0.0,
-        )
-    return total
+        for line in text.splitlines():
+            if line.startswith(prefix):
+                return int(line.split()[1])
+    return 0
 
 
 @dataclass

@@ -190,6 +190,8 @@ def _guarded(
         return forward(message, step(), cpu.payload_limit)
     except INPUT_ERRORS as error:
         return dead_letter(stage, message, error, cpu.payload_limit)
+    except MemoryError:
+        raise  # the sandbox reports it as PageMemoryExceeded and replaces its child
     except Exception as error:  # a bug must not stall the partition: park the input
         log.exception("unexpected error in stage %s", stage)
         return dead_letter(stage, message, error, cpu.payload_limit)

@@ -15,8 +15,9 @@ from gpu_worker.constraint import (
     max_answer_tokens,
     parse_answer,
 )
+from gpu_worker.engine import EngineSettings
 from gpu_worker.profiles import load_profile, profile_names
-from gpu_worker.settings import VllmSettings, settings_from_env
+from gpu_worker.settings import engine_settings_from_env
 
 LABELS = ["main", "other"]
 FORMATS = ["json", "compact"]
@@ -88,25 +89,27 @@ def test_vllm_profile_errors(tmp_path) -> None:
         load_profile(tmp_path / "p.toml")
 
 
-def test_vllm_settings_from_env() -> None:
-    assert settings_from_env({}) == VllmSettings()
-    settings = settings_from_env(
+def test_vllm_engine_settings_from_env() -> None:
+    assert engine_settings_from_env({}) == EngineSettings()
+    engine = engine_settings_from_env(
         {
-            "DRIPSTREAM_VLLM_PROFILE": "mineru-html-hunyuan-0.5b-compact",
-            "DRIPSTREAM_VLLM_MODEL": "/models/h",
             "DRIPSTREAM_VLLM_MAX_IN_FLIGHT": "16",
             "DRIPSTREAM_VLLM_ENFORCE_EAGER": "true",
             "DRIPSTREAM_VLLM_GPU_MEMORY": "0.5",
-            "DRIPSTREAM_VLLM_MAX_MODEL_LEN": "4096",
         }
     )
-    assert settings.profile == "mineru-html-hunyuan-0.5b-compact"
-    assert settings.model == "/models/h"
-    assert settings.max_model_len == 4096
-    assert (settings.engine.max_in_flight, settings.engine.enforce_eager) == (16, True)
-    assert settings.engine.gpu_memory_utilization == 0.5
+    assert (engine.max_in_flight, engine.enforce_eager) == (16, True)
+    assert engine.gpu_memory_utilization == 0.5
     with pytest.raises(ValueError, match="boolean"):
-        settings_from_env({"DRIPSTREAM_VLLM_PREFIX_CACHING": "maybe"})
+        engine_settings_from_env({"DRIPSTREAM_VLLM_PREFIX_CACHING": "maybe"})
+
+
+def test_the_profile_sets_the_budget_and_tokenizer_of_the_whole_pipeline(tmp_path) -> None:
+    from gpu_worker.profiles import pipeline_settings
+
+    hub = pipeline_settings(load_profile("mineru-html-qwen3-0.6b", weights=str(tmp_path)))
+    assert hub.budget.context_tokens == 32768
+    assert hub.token_counter.name.startswith("estimate:")  # no tokenizer.json there
 
 
 def test_published_profiles_show_the_model_the_blocks_alone() -> None:

@@ -39,11 +39,10 @@ def test_vllm_label_worker_labels_pages_from_the_simplified_topic(
     workers.start(
         "label",
         DRIPSTREAM_LABELLER="vllm",
-        DRIPSTREAM_VLLM_PROFILE="test-qwen3-tiny-random",
-        DRIPSTREAM_VLLM_MODEL=str(tiny_model_dir),
+        DRIPSTREAM_PROFILE="test-qwen3-tiny-random",
+        DRIPSTREAM_MODEL=str(tiny_model_dir),
         DRIPSTREAM_VLLM_ENFORCE_EAGER="1",
         DRIPSTREAM_VLLM_CPU_KVCACHE_GIB="2",
-        DRIPSTREAM_TOKENIZER=str(tiny_model_dir),
     )
     asyncio.run(_send(stream_settings, pages))
     outputs = asyncio.run(

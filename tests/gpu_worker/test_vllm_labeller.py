@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from pathlib import Path
 
 import msgspec
 import psutil
@@ -128,3 +129,36 @@ def test_vllm_engine_failure_falls_back_and_keeps_serving(vllm_labeller, real_pa
     assert outcome.ok, outcome.failure
     assert len(outcome.labels) == after.block_count
     assert vllm_labeller._engine is not engine
+
+
+def test_eval_scores_the_vllm_labeller_chosen_by_name(
+    tiny_model_dir: Path, data_dir: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """The registry serves the production labeller to the offline CLI as well."""
+    import json
+
+    from streams.cli import main
+
+    rows = (data_dir / "articles_dev.jsonl").read_text(encoding="utf-8").splitlines()[:2]
+    dataset = tmp_path / "two.jsonl"
+    dataset.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    monkeypatch.setenv("DRIPSTREAM_VLLM_ENFORCE_EAGER", "1")
+    monkeypatch.setenv("DRIPSTREAM_VLLM_CPU_KVCACHE_GIB", "1")
+    code = main(
+        [
+            "eval",
+            str(dataset),
+            "--labeller",
+            "vllm",
+            "--profile",
+            "test-qwen3-tiny-random",
+            "--model",
+            str(tiny_model_dir),
+            "--json",
+            "--quiet",
+        ]
+    )
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["labeller"] == "vllm:test-qwen3-tiny-random"
+    assert len(report["pages"]) == 2
