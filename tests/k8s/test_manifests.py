@@ -6,8 +6,8 @@ from pathlib import Path
 
 import yaml
 
-from streams.settings import SETTINGS, StreamSettings
 from gpu_worker.profiles import load_profile
+from streams.settings import SETTINGS, StreamSettings
 from streams.stages import DEFAULT_STAGES, STAGES
 
 K8S = Path(__file__).resolve().parents[2] / "k8s"
