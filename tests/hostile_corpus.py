@@ -94,6 +94,17 @@ def ruby_flood(count: int, tag: str = "rb") -> bytes:
     return page(f"<{tag}>x" * count).encode()
 
 
+def sole_content(inner: str) -> bytes:
+    """A page whose only content is ``inner`` (so it is what any labeller selects)."""
+    return (
+        "<!DOCTYPE html><html><head><title>Hostile</title></head><body><article>"
+        f"<h1>The story</h1>{inner}</article></body></html>"
+    ).encode()
+
+
+LONG_TEXT = " ".join(_PARAGRAPH.format(i=i)[3:-4] for i in range(6))
+
+
 def nested(tag: str, depth: int, inner: str = "deep text") -> str:
     return f"<{tag}>" * depth + inner + f"</{tag}>" * depth
 
@@ -172,37 +183,20 @@ def hostile_cases(include_slow: bool = True) -> list[HostileCase]:
         ("plus", "+3"),
         ("spaces", " 7 "),
     ):
-        body = (
-            f'<article><ol start="{start}"><li>first item text</li><li>second</li></ol></article>'
-        )
-        add(HostileCase(f"ol-start-{name}", page(body).encode(), RECORD, 20))
+        items = "".join(f"<li>{_PARAGRAPH.format(i=i)[3:-4]}</li>" for i in range(6))
+        body = f'<ol start="{start}">{items}</ol>'
+        add(HostileCase(f"ol-start-{name}", sole_content(body), RECORD, 20))
 
     # Deep nesting inside the 256-level limit: no recursive converter may overflow.
     for tag in ("span", "b", "a", "div", "blockquote", "ul", "li", "table", "pre", "td"):
-        body = nested(tag, 250, "deep text inside the nesting " * 3)
-        add(
-            HostileCase(
-                f"nested-{tag}-250", page(f"<article>{body}</article>").encode(), RECORD, 30
-            )
-        )
-    nested_tables = "<table><tr><td>" * 60 + "cell text" + "</td></tr></table>" * 60
-    add(
-        HostileCase(
-            "nested-tables-60", page(f"<article>{nested_tables}</article>").encode(), RECORD, 30
-        )
-    )
-    nested_lists = "<ul><li>" * 120 + "item text" + "</li></ul>" * 120
-    add(
-        HostileCase(
-            "nested-lists-120", page(f"<article>{nested_lists}</article>").encode(), RECORD, 30
-        )
-    )
-    nested_quotes = "<blockquote><p>" * 120 + "quoted" + "</p></blockquote>" * 120
-    add(
-        HostileCase(
-            "nested-quotes-120", page(f"<article>{nested_quotes}</article>").encode(), RECORD, 30
-        )
-    )
+        body = nested(tag, 250, LONG_TEXT)
+        add(HostileCase(f"nested-{tag}-250", sole_content(body), RECORD, 30))
+    nested_tables = "<table><tr><td>" * 60 + LONG_TEXT + "</td></tr></table>" * 60
+    add(HostileCase("nested-tables-60", sole_content(nested_tables), RECORD, 30))
+    nested_lists = "<ul><li>" * 120 + LONG_TEXT + "</li></ul>" * 120
+    add(HostileCase("nested-lists-120", sole_content(nested_lists), RECORD, 30))
+    nested_quotes = "<blockquote><p>" * 120 + LONG_TEXT + "</p></blockquote>" * 120
+    add(HostileCase("nested-quotes-120", sole_content(nested_quotes), RECORD, 30))
     add(HostileCase("nested-div-100k", page(nested("div", 100_000)).encode(), REFUSED_SHAPE, 20))
     add(HostileCase("unclosed-div-100k", page("<div>" * 100_000).encode(), REFUSED_SHAPE, 20))
 
