@@ -55,12 +55,22 @@ def parse_raw_page(key: bytes | None, value: bytes | None, headers: dict[str, by
     if value[0] in _MSGPACK_MAP:
         try:
             return from_msgpack(value, RawPage)
-        except (msgspec.DecodeError, msgspec.ValidationError, SchemaVersionError) as error:
+        except (
+            msgspec.DecodeError,
+            msgspec.ValidationError,
+            SchemaVersionError,
+            RecursionError,
+        ) as error:
             raise MalformedInput(f"msgpack value is not a RawPage: {error}") from None
     if value.lstrip()[:1] == b"{":
         try:
             page = from_json(value, _JsonRawPage)
-        except (msgspec.DecodeError, msgspec.ValidationError, SchemaVersionError) as error:
+        except (
+            msgspec.DecodeError,
+            msgspec.ValidationError,
+            SchemaVersionError,
+            RecursionError,
+        ) as error:
             raise MalformedInput(f"JSON value is not a RawPage: {error}") from None
         fields = msgspec.structs.asdict(page)
         # The text is re-encoded as UTF-8, whatever charset the crawler saw.

@@ -128,6 +128,8 @@ def test_input_adapter_accepts_msgpack_json_and_bare_html() -> None:
             ),
         ),
         (b"k", b'{"url": "u", "html": "x", "schema_version": 99}'),
+        (b"k", b'{"url": "u", "html": ' + b"[" * 100_000),
+        (b"k", b"\x81\xa3url" + b"\x91" * 100_000 + b"\x01"),
     ],
 )
 def test_input_adapter_refuses_malformed_messages(key: bytes | None, value: bytes | None) -> None:
