@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from processors.errors import OutputTooLarge, PageError, SourceExpired
+from processors.errors import OutputTooLarge, PageError, SourceExpired, TooLarge
 from processors.labellers.base import AsyncLabeller, Labeller, LabelOutcome
 from processors.pipeline import (
     Outcome,
@@ -276,7 +276,28 @@ async def run_pages(
 
 
 async def simplify_batch(messages: Sequence[Inbound], context: StageContext) -> list[Outbound]:
-    return await run_pages("simplify", simplify_message, messages, messages, context)
+    """Simplify in the sandbox; a value too big to be a page even at 4 bytes a character
+    is refused here, before it is copied to the child."""
+    limit = 4 * context.cpu.pipeline.simplify.max_input_chars
+    outputs: list[Outbound | None] = [None] * len(messages)
+    fitting = []
+    for index, message in enumerate(messages):
+        size = len(message.value or b"")
+        if size > limit:
+            error = TooLarge(f"{size} bytes, more than a {limit // 4}-character page can be")
+            outputs[index] = dead_letter("simplify", message, error, context.cpu.payload_limit)
+        else:
+            fitting.append(index)
+    done = await run_pages(
+        "simplify",
+        simplify_message,
+        [messages[i] for i in fitting],
+        [messages[i] for i in fitting],
+        context,
+    )
+    for index, output in zip(fitting, done, strict=True):
+        outputs[index] = output
+    return [output for output in outputs if output is not None]
 
 
 async def reconstruct_batch(messages: Sequence[Inbound], context: StageContext) -> list[Outbound]:

@@ -5,13 +5,14 @@ answering while it works."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 import time
 import urllib.request
 
 import pytest
-from hostile_corpus import hostile_cases
+from hostile_corpus import assert_renders_harmless, hostile_cases
 
 from streams.kafka import producer
 from streams.settings import StreamSettings
@@ -113,10 +114,13 @@ def test_the_hostile_corpus_ends_as_records_or_dead_letters_within_bounds(
         if message.topic == DEAD_LETTERS
     }
     print(
-        f"hostile corpus: {len(messages)} inputs in {elapsed:.0f} s; worker peak RSS "
-        f"{watch.peak_rss:.0f} MiB (main process {watch.peak_main_rss:.0f}); slowest /healthz {watch.slowest_health_s:.2f} s; "
-        f"dead letters {classes}"
+        f"hostile corpus: {len(messages)} inputs in {elapsed:.0f} s; worker peak memory "
+        f"{watch.peak_rss:.0f} MiB (main process {watch.peak_main_rss:.0f}); slowest "
+        f"/healthz {watch.slowest_health_s:.2f} s; dead letters {classes}"
     )
+    for message in outputs:
+        if message.topic != DEAD_LETTERS:
+            assert_renders_harmless(json.loads(message.value)["markdown"])
     assert ledger.lost == 0, (ledger, workers.logs())
     assert worker.poll() is None, "the worker survived"
     assert classes["hostile-huge-key"] == "MalformedInput"

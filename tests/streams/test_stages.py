@@ -293,3 +293,14 @@ def test_a_fallback_past_its_time_limit_is_a_timeout_dead_letter_and_the_stage_g
         first, second = asyncio.run(fallback_batch(requests, stage))
     assert first.topic == "deadletters" and first.headers[ERROR_HEADER] == b"PageTimeout"
     assert second.topic == "records"
+
+
+def test_a_value_too_big_to_be_a_page_is_refused_before_the_sandbox() -> None:
+    from processors.simplify import SimplifyConfig
+
+    small = PipelineSettings(simplify=SimplifyConfig(max_input_chars=100))
+    stage = context(cpu=cpu(small))
+    big, fine = inbound(b"<p>" + b"x" * 500), inbound(b"<p>tiny page</p>")
+    first, second = asyncio.run(STAGES["simplify"].handle([big, fine], stage))
+    assert first.topic == "deadletters" and first.headers[ERROR_HEADER] == b"TooLarge"
+    assert second.topic in ("simplified", "fallback")
