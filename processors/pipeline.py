@@ -147,7 +147,7 @@ def apply_label_outcomes(
                 title=page.title,
                 mapping_blocks=page.mapping_blocks,
                 labels=outcome.labels,
-                labeller=labeller_name,
+                labeller=outcome.labeller or labeller_name,
                 token_count=page.token_count,
                 confidence=outcome.confidence,
                 source=page.source,

@@ -124,6 +124,25 @@ class PageRecord(msgspec.Struct, frozen=True, kw_only=True):
     schema_version: int = SCHEMA_VERSION
 
 
+class ClusterState(msgspec.Struct, frozen=True, kw_only=True):
+    """One layout cluster of a site template: label counts per block signature
+    (main, other) and the agreement with the teacher on its last teacher pages."""
+
+    counts: dict[str, tuple[int, int]]
+    recent: list[float] = []
+    suspended: bool = False
+    served: int = 0
+    taught: int = 0
+
+
+class SiteState(msgspec.Struct, frozen=True, kw_only=True):
+    """A site's templates (topic: templates, compacted, keyed by site)."""
+
+    site: str
+    clusters: list[ClusterState]
+    schema_version: int = SCHEMA_VERSION
+
+
 class DeadLetter(msgspec.Struct, frozen=True, kw_only=True):
     """An input that could not be processed, with enough to inspect and replay it."""
 

@@ -20,6 +20,8 @@ class LabelOutcome:
     latency_ms: float = 0.0
     confidence: float | None = None
     """Calibrated probability that the page's labels are right, when the labeller has one."""
+    labeller: str | None = None
+    """Who labelled this page when not the labeller itself (a cascade's ``template``)."""
 
     @property
     def ok(self) -> bool:

@@ -1,0 +1,349 @@
+"""Site templates learned online from a teacher labeller (PACE's idea, inside the stream).
+
+Most crawled pages come from a few templates per site. A template remembers, for each
+block *signature* of a site's layout, how often the teacher (the vLLM model, or a CPU
+labeller) called that block main or other; once it has proven itself it labels the
+site's next pages without the teacher.
+
+- **Signature** of a block: its path in the simplified DOM, one ``tag.class.class#id``
+  step per element from the page root down to the block. Class and id tokens are
+  generalised first (``generalise``): digit runs become ``#`` and machine-made suffixes
+  (CSS modules ``name__hash``, ``css-1q2w3e``, ``sc-AbCdE``, long letter-digit mixes)
+  become ``*``, as PACE's aggregator does with CSS-module suffixes.
+- **Site**: the registrable domain (public suffix list, offline snapshot) plus a *layout
+  cluster*: a page joins the domain's cluster that already knows most (``JOIN_SHARE``) of
+  its distinct signatures, or starts a new one, so article, video and listing pages of
+  one domain keep separate templates.
+- **Serving** needs both: the template predicted the teacher's labels with at least
+  ``agreement`` (0.98) block agreement on each of the cluster's last ``verify_pages``
+  teacher-labelled pages, and every block of the new page has a signature the template
+  knows with confidence (seen ``min_support`` times, one label in at least
+  ``min_share`` of them). Otherwise the teacher labels the page and the template learns.
+- **Shadow checks**: a share of served pages (``shadow_rate``, chosen by a hash of the
+  page id, so reruns choose the same pages) still goes to the teacher; a disagreement
+  suspends the template until it re-verifies on fresh teacher pages.
+- **Bounded memory**: at most ``max_sites`` domains (least recently used evicted), at
+  most ``max_clusters`` layouts per domain and ``max_signatures`` per layout (the least
+  seen dropped).
+
+The cache is pure and synchronous; ``streams`` keeps it in a compacted Kafka topic
+(``SiteState`` records) so every label worker shares it and a restart keeps it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from processors.labellers.base import Labeller, LabelOutcome
+from topics.records import MAIN, OTHER, ClusterState, SimplifiedPage, SiteState
+
+TEMPLATE_LABELLER = "template"
+JOIN_SHARE = 0.6  # a page joins a layout cluster that knows this share of its signatures
+
+_DIGITS = re.compile(r"\d+")
+_CSS_MODULE = re.compile(r"^(.+?)__[A-Za-z0-9_-]{4,}$")  # Header_title__3xYz1
+_CSS_IN_JS = re.compile(r"^(css|sc|jsx|emotion|svelte|tw)-[A-Za-z0-9_-]+$")  # css-1q2w3e
+_SEPARATORS = re.compile(r"([-_]+)")
+_LETTER = re.compile(r"[A-Za-z]")
+
+
+@lru_cache(maxsize=65536)
+def generalise(token: str) -> str:
+    """A class or id token without the parts that change from page to page or build to
+    build: machine-made suffixes and letter-digit mixes -> ``*``, digit runs -> ``#``."""
+    match = _CSS_IN_JS.match(token)
+    if match:
+        return f"{match.group(1)}-*"
+    match = _CSS_MODULE.match(token)
+    if match:
+        return f"{match.group(1)}__*"
+    parts = _SEPARATORS.split(token)
+    for index, part in enumerate(parts):
+        if index % 2:
+            continue  # a separator
+        if len(part) >= 5 and _LETTER.search(part) and sum(c.isdigit() for c in part) >= 2:
+            parts[index] = "*"
+        else:
+            parts[index] = _DIGITS.sub("#", part)
+    return "".join(parts)
+
+
+def _step(node: LexborNode) -> str:
+    attributes = node.attributes
+    classes = sorted({generalise(t) for t in (attributes.get("class") or "").split()})
+    step = node.tag + "".join(f".{name}" for name in classes)
+    element_id = attributes.get("id")
+    if element_id:
+        step += f"#{generalise(element_id)}"
+    return step
+
+
+def block_signatures(simplified_html: str) -> list[str]:
+    """The signature of every block, in block order (``_item_id`` 1..n)."""
+    tree = LexborHTMLParser(simplified_html)
+    root = tree.body
+    signatures = []
+    for block in tree.css("[_item_id]"):
+        steps = []
+        node: LexborNode | None = block
+        while node is not None and node is not root:
+            steps.append(_step(node))
+            node = node.parent
+        signatures.append(">".join(reversed(steps)))
+    return signatures
+
+
+@lru_cache(maxsize=1)
+def _domain_extractor():
+    import tldextract
+
+    return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)  # shipped snapshot
+
+
+def registrable_domain(url: str) -> str:
+    """``news.bbc.co.uk`` -> ``bbc.co.uk``; hosts without a public suffix stay whole."""
+    parts = _domain_extractor()(url)
+    if parts.suffix and parts.domain:
+        return f"{parts.domain}.{parts.suffix}".lower()
+    return (parts.domain or url).lower()
+
+
+@dataclass(frozen=True)
+class TemplateSettings:
+    agreement: float = 0.98
+    verify_pages: int = 3
+    min_support: int = 2
+    min_share: float = 0.9
+    shadow_rate: float = 0.05
+    max_sites: int = 100_000
+    max_clusters: int = 8
+    max_signatures: int = 400
+
+
+@dataclass
+class Cluster:
+    """One layout of one site: label counts per signature and its verification record."""
+
+    verify_pages: int
+    counts: dict[str, list[int]] = field(default_factory=dict)  # signature -> [main, other]
+    recent: deque[float] = field(init=False)  # agreement on the last teacher pages
+    suspended: bool = False
+    served: int = 0
+    taught: int = 0
+
+    def __post_init__(self) -> None:
+        self.recent = deque(maxlen=self.verify_pages)
+
+    def knows(self, signatures: set[str]) -> float:
+        return (
+            sum(1 for s in signatures if s in self.counts) / len(signatures) if signatures else 0.0
+        )
+
+    def predict(self, signature: str, settings: TemplateSettings) -> str | None:
+        """The confident label of a signature, or None."""
+        main, other = self.counts.get(signature, (0, 0))
+        total = main + other
+        if total < settings.min_support:
+            return None
+        if main >= settings.min_share * total:
+            return MAIN
+        if other >= settings.min_share * total:
+            return OTHER
+        return None
+
+    def verified(self, settings: TemplateSettings) -> bool:
+        return (
+            not self.suspended
+            and len(self.recent) >= settings.verify_pages
+            and min(self.recent) >= settings.agreement
+        )
+
+    def agreement(
+        self, signatures: Sequence[str], labels: Sequence[str], settings: TemplateSettings
+    ) -> float:
+        if not signatures:
+            return 0.0
+        hits = sum(
+            1
+            for s, label in zip(signatures, labels, strict=True)
+            if self.predict(s, settings) == label
+        )
+        return hits / len(signatures)
+
+    def learn(
+        self, signatures: Sequence[str], labels: Sequence[str], settings: TemplateSettings
+    ) -> None:
+        for signature, label in zip(signatures, labels, strict=True):
+            counts = self.counts.setdefault(signature, [0, 0])
+            counts[0 if label == MAIN else 1] += 1
+        if len(self.counts) > settings.max_signatures:
+            keep = sorted(self.counts.items(), key=lambda item: -sum(item[1]))
+            self.counts = dict(keep[: settings.max_signatures])
+        self.taught += 1
+
+    def to_state(self) -> ClusterState:
+        return ClusterState(
+            counts={s: (c[0], c[1]) for s, c in self.counts.items()},
+            recent=list(self.recent),
+            suspended=self.suspended,
+            served=self.served,
+            taught=self.taught,
+        )
+
+    @classmethod
+    def from_state(cls, state: ClusterState, settings: TemplateSettings) -> Cluster:
+        cluster = cls(
+            settings.verify_pages,
+            counts={s: [c[0], c[1]] for s, c in state.counts.items()},
+            suspended=state.suspended,
+            served=state.served,
+            taught=state.taught,
+        )
+        cluster.recent.extend(state.recent)
+        return cluster
+
+
+@dataclass
+class Decision:
+    """What the cache did with one page (for metrics and the record's extractor)."""
+
+    site: str
+    cluster: int
+    signatures: list[str]
+    labels: list[str] | None  # the template's labels when it serves the page
+    shadow: bool = False
+
+
+class TemplateCache:
+    """Per-site templates (see the module docstring): ``consider`` a page, then ``teach``
+    it the teacher's labels when it was not served (or was a shadow check)."""
+
+    def __init__(self, settings: TemplateSettings | None = None) -> None:
+        self.settings = settings or TemplateSettings()
+        self.sites: OrderedDict[str, list[Cluster]] = OrderedDict()
+        self.changed: set[str] = set()
+        self.counts = {"template": 0, "teacher": 0, "shadow": 0, "disagreement": 0, "suspended": 0}
+
+    def _clusters(self, site: str) -> list[Cluster]:
+        clusters = self.sites.get(site)
+        if clusters is None:
+            clusters = self.sites[site] = []
+            while len(self.sites) > self.settings.max_sites:
+                self.sites.popitem(last=False)
+        self.sites.move_to_end(site)
+        return clusters
+
+    def consider(self, page: SimplifiedPage) -> Decision:
+        """The template's labels for the page when a verified template knows every block."""
+        site = registrable_domain(page.url)
+        signatures = block_signatures(page.simplified_html)
+        clusters = self._clusters(site)
+        distinct = set(signatures)
+        best = max(range(len(clusters)), key=lambda i: clusters[i].knows(distinct), default=-1)
+        if best < 0 or clusters[best].knows(distinct) < JOIN_SHARE:
+            return Decision(site, -1, signatures, None)
+        cluster = clusters[best]
+        if not cluster.verified(self.settings):
+            return Decision(site, best, signatures, None)
+        labels = [cluster.predict(s, self.settings) for s in signatures]
+        if any(label is None for label in labels):
+            return Decision(site, best, signatures, None)
+        cluster.served += 1
+        self.changed.add(site)
+        shadow = _shadow(page.page_id, self.settings.shadow_rate)
+        self.counts["shadow" if shadow else "template"] += 1
+        return Decision(site, best, signatures, labels, shadow)  # type: ignore[arg-type]
+
+    def teach(self, decision: Decision, labels: Sequence[str]) -> None:
+        """Learn the teacher's labels for a page ``consider`` did not serve, or check a
+        shadow-served page against them (a disagreement suspends the template)."""
+        if len(labels) != len(decision.signatures):
+            return
+        clusters = self._clusters(decision.site)
+        if decision.cluster < 0:
+            clusters.append(Cluster(self.settings.verify_pages))
+            if len(clusters) > self.settings.max_clusters:
+                clusters.remove(min(clusters, key=lambda c: c.served + c.taught))
+            cluster = clusters[-1]
+        else:
+            cluster = clusters[decision.cluster]
+        if cluster.counts:
+            agreement = cluster.agreement(decision.signatures, labels, self.settings)
+            if decision.shadow and agreement < self.settings.agreement:
+                self.counts["disagreement"] += 1
+                self.counts["suspended"] += 1
+                cluster.suspended = True
+                cluster.recent.clear()
+            else:
+                if cluster.suspended and not decision.shadow:
+                    cluster.recent.clear()
+                    cluster.suspended = False
+                cluster.recent.append(agreement)
+        if not decision.shadow:
+            self.counts["teacher"] += 1
+        cluster.learn(decision.signatures, labels, self.settings)
+        self.changed.add(decision.site)
+
+    def drain_changed(self) -> list[str]:
+        changed, self.changed = sorted(self.changed), set()
+        return changed
+
+    def state(self, site: str) -> SiteState | None:
+        clusters = self.sites.get(site)
+        if clusters is None:
+            return None
+        return SiteState(site=site, clusters=[cluster.to_state() for cluster in clusters])
+
+    def load(self, state: SiteState | None, site: str) -> None:
+        """Take a site's state from the shared store (None: the site was dropped)."""
+        if state is None:
+            self.sites.pop(site, None)
+            return
+        self._clusters(site)[:] = [
+            Cluster.from_state(cluster, self.settings) for cluster in state.clusters
+        ]
+
+    def drop(self, site: str) -> None:
+        self.sites.pop(site, None)
+        self.changed.add(site)
+
+
+def _shadow(page_id: str, rate: float) -> bool:
+    try:
+        return int(page_id[:8], 16) / 0xFFFFFFFF < rate
+    except ValueError:
+        return False
+
+
+class TemplateCascade:
+    """A labeller: the site-template cache first, the teacher for what it cannot serve
+    (and for shadow checks). Served pages carry the labeller name ``template``."""
+
+    def __init__(self, teacher: Labeller, cache: TemplateCache | None = None) -> None:
+        self.teacher = teacher
+        self.cache = cache or TemplateCache()
+        self.name = teacher.name
+
+    def label(self, pages: Sequence[SimplifiedPage]) -> list[LabelOutcome]:
+        decisions = [self.cache.consider(page) for page in pages]
+        outcomes: list[LabelOutcome | None] = [
+            LabelOutcome(list(d.labels), labeller=TEMPLATE_LABELLER, confidence=1.0)
+            if d.labels is not None
+            else None
+            for d in decisions
+        ]
+        asked = [i for i, d in enumerate(decisions) if d.labels is None or d.shadow]
+        if asked:
+            answers = self.teacher.label([pages[i] for i in asked])
+            for index, answer in zip(asked, answers, strict=True):
+                if answer.labels is not None:
+                    self.cache.teach(decisions[index], answer.labels)
+                if outcomes[index] is None:
+                    outcomes[index] = answer
+        return outcomes  # type: ignore[return-value]
