@@ -55,7 +55,27 @@ def stop_process(process: subprocess.Popen[bytes], timeout: float = 30.0) -> Non
             process.wait()
 
 
-def run_demo(settings: StreamSettings, sources: list[str], deadline_s: float = 180.0) -> int:
+def clip(text: str, limit: int) -> str:
+    """``text`` whole when it fits in ``limit`` characters (0: no limit), else cut at the
+    last paragraph, line or word break before it, with the cut said in so many words."""
+    if not limit or len(text) <= limit:
+        return text
+    head = text[:limit]
+    for boundary in ("\n\n", "\n", " "):
+        at = head.rfind(boundary)
+        if at >= limit // 2:
+            head = head[:at]
+            break
+    head = head.rstrip()
+    return f"{head}\n... ({len(text) - len(head):,} more characters)"
+
+
+def run_demo(
+    settings: StreamSettings,
+    sources: list[str],
+    deadline_s: float = 180.0,
+    max_chars: int = 0,
+) -> int:
     already_running = broker("status") == 0
     if not already_running and broker("up") != 0:
         print(
@@ -93,7 +113,7 @@ def run_demo(settings: StreamSettings, sources: list[str], deadline_s: float = 1
                 continue
             record = json.loads(message.value)
             print(f"--- {record['url']} [{record['extractor']}] {record['title']}")
-            print(record["markdown"][:500])
+            print(clip(record["markdown"], max_chars))
         print("\nledger:", json.dumps(ledger.as_dict(), indent=1))
         print(f"worker log: {log_path}")
         return 0 if ledger.lost == 0 else 1

@@ -32,11 +32,11 @@ async def produce_pages(
     from tqdm import tqdm
 
     client = producer(settings)
-    await client.start()
     run = uuid.uuid4().hex[:12]
     ids: list[bytes] = []
     pending: set[asyncio.Future] = set()
     try:
+        await client.start()
         with tqdm(unit="page", disable=not progress) as bar:
             for number, page in enumerate(pages):
                 produce_id = f"{run}-{number}".encode()

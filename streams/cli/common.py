@@ -21,14 +21,14 @@ from processors.tokens import EstimatedTokenCounter
 from streams.settings import SettingsError, StreamSettings
 
 EXIT_INPUT = 2  # unusable input, a missing file, a bad option value
-EXIT_BROKER = 3  # the broker could not be reached
+EXIT_BROKER = 3  # the broker could not be reached or refused the request
 
 
 class UsageError(Exception):
     """A failure to report as one ``error:`` line."""
 
 
-EXPECTED = (SourceError, SinkError, SettingsError, UnknownLabeller, FileNotFoundError)
+EXPECTED = (SourceError, SinkError, SettingsError, UnknownLabeller)
 
 
 def add_pipeline_options(parser: argparse.ArgumentParser) -> None:

@@ -31,7 +31,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     require_checkout("demo")
     from streams.demo import run_demo
 
-    return run_demo(stream_settings(args), args.sources or [str(SAMPLES)], args.deadline)
+    return run_demo(
+        stream_settings(args), args.sources or [str(SAMPLES)], args.deadline, args.max_chars
+    )
 
 
 def cmd_soak(args: argparse.Namespace) -> int:
@@ -73,6 +75,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     demo.add_argument("sources", nargs="*", help="pages to feed (default: samples/pages.jsonl)")
     demo.add_argument("--deadline", type=float, default=180.0, help="seconds to wait for outputs")
     demo.add_argument("--labeller", help="label-stage labeller (see dripstream labellers)")
+    demo.add_argument(
+        "--max-chars",
+        type=int,
+        default=0,
+        metavar="N",
+        help="print each record's Markdown up to N characters, the cut marked (default 0: whole)",
+    )
     demo.set_defaults(run=cmd_demo)
 
     soak = parser(

@@ -20,14 +20,18 @@ from processors.simplify import simplify
 from processors.sinks import open_sink
 from processors.sinks.jsonl import RecordsJsonlSink
 from processors.sources import (
+    HTML_SUFFIXES,
     JSONL_SUFFIXES,
     WARC_SUFFIXES,
     InputPage,
+    SourceError,
+    raw_page_from_row,
     read_pages,
     read_rows,
 )
 from streams.cli.common import (
     EXIT_INPUT,
+    UsageError,
     add_pipeline_options,
     add_profile_options,
     labeller_from_args,
@@ -44,7 +48,7 @@ def _runner(args: argparse.Namespace, settings: PipelineSettings) -> PageRunner:
 
 def _single_document(args: argparse.Namespace) -> bool:
     """One HTML document to standard output (Markdown), rather than a batch of records."""
-    if args.out or len(args.sources) != 1:
+    if args.out or args.jsonl or len(args.sources) != 1:
         return False
     source = args.sources[0]
     return source == "-" or not (
@@ -53,16 +57,54 @@ def _single_document(args: argparse.Namespace) -> bool:
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
-    if args.jsonl:
-        args.sources.append(args.jsonl)
-    if not args.sources:
+    if not args.sources and not args.jsonl:
         args.sources = ["-"]
+    _check_sources(args.sources)
     settings = pipeline_from_args(args)
     labeller = labeller_from_args(args)
     with _runner(args, settings) as runner:
         if _single_document(args):
             return _extract_one(args, labeller, settings, runner)
         return _extract_batch(args, labeller, settings, runner)
+
+
+def _check_sources(sources: list[str]) -> None:
+    """Refuse, before any work, a folder without pages: a batch of nothing is a mistake."""
+    for source in sources:
+        path = Path(source)
+        if (
+            source != "-"
+            and path.is_dir()
+            and not any(
+                child.suffix.lower() in HTML_SUFFIXES and child.is_file()
+                for child in path.rglob("*")
+            )
+        ):
+            raise UsageError(f"{source}: a folder without HTML files ({', '.join(HTML_SUFFIXES)})")
+
+
+def _stdin_rows() -> Iterator[dict]:
+    """JSON objects, one a line, from standard input (``--jsonl -``)."""
+    for number, line in enumerate(sys.stdin, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise SourceError(f"stdin:{number}: not a JSON object: {error}") from None
+        if not isinstance(row, dict):
+            raise SourceError(f"stdin:{number}: not a JSON object")
+        yield row
+
+
+def _jsonl_pages(source: str) -> Iterator[InputPage]:
+    """``--jsonl``: JSON lines whatever the name, ``-`` for standard input."""
+    if source != "-" and Path(source).is_dir():
+        raise UsageError(f"--jsonl {source}: a folder, not a JSONL file")
+    rows = _stdin_rows() if source == "-" else read_rows(source)
+    for row in rows:
+        page_id = row.get("id")
+        yield InputPage(raw_page_from_row(row), str(page_id) if page_id is not None else None, row)
 
 
 def _extract_one(args, labeller, settings, runner) -> int:
@@ -80,7 +122,9 @@ def _extract_one(args, labeller, settings, runner) -> int:
     return 0
 
 
-def _pages(sources: list[str]) -> Iterator[InputPage]:
+def _pages(sources: list[str], jsonl: str | None = None) -> Iterator[InputPage]:
+    if jsonl:
+        yield from _jsonl_pages(jsonl)
     for source in sources:
         yield from read_pages(source)
 
@@ -89,7 +133,7 @@ def _extract_batch(args, labeller, settings, runner) -> int:
     from tqdm import tqdm
 
     counts: Counter[str] = Counter()
-    pages = _pages(args.sources)
+    pages = _pages(args.sources, args.jsonl)
     with ExitStack() as stack:
         sink = open_sink(args.out or "-")
         stack.callback(sink.close)
@@ -107,6 +151,8 @@ def _extract_batch(args, labeller, settings, runner) -> int:
 
 
 def cmd_simplify(args: argparse.Namespace) -> int:
+    if args.file != "-" and Path(args.file).is_dir():
+        raise UsageError(f"{args.file}: a folder; simplify takes one HTML file (or -)")
     settings = pipeline_from_args(args)
     [page] = read_pages(args.file, charset=args.charset)
     data = page.raw.html
@@ -184,7 +230,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     extract.add_argument(
         "--format", choices=("md", "json"), default="md", help="one document: Markdown or JSON"
     )
-    extract.add_argument("--jsonl", help="a JSONL input of {id,url,html} lines (same as a source)")
+    extract.add_argument(
+        "--jsonl",
+        metavar="FILE",
+        help="JSONL input of {id,url,html} lines, whatever its name; - for standard input",
+    )
     extract.add_argument(
         "-o",
         "--out",
