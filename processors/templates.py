@@ -37,6 +37,7 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from urllib.parse import urlsplit
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -49,6 +50,7 @@ JOIN_SHARE = 0.6  # a page joins a layout cluster that knows this share of its s
 _DIGITS = re.compile(r"\d+")
 _CSS_MODULE = re.compile(r"^(.+?)__[A-Za-z0-9_-]{4,}$")  # Header_title__3xYz1
 _CSS_IN_JS = re.compile(r"^(css|sc|jsx|emotion|svelte|tw)-[A-Za-z0-9_-]+$")  # css-1q2w3e
+_ROOTS = frozenset(("body", "html", "-document"))
 _SEPARATORS = re.compile(r"([-_]+)")
 _LETTER = re.compile(r"[A-Za-z]")
 
@@ -87,12 +89,11 @@ def _step(node: LexborNode) -> str:
 def block_signatures(simplified_html: str) -> list[str]:
     """The signature of every block, in block order (``_item_id`` 1..n)."""
     tree = LexborHTMLParser(simplified_html)
-    root = tree.body
     signatures = []
     for block in tree.css("[_item_id]"):
         steps = []
         node: LexborNode | None = block
-        while node is not None and node is not root:
+        while node is not None and node.tag not in _ROOTS:
             steps.append(_step(node))
             node = node.parent
         signatures.append(">".join(reversed(steps)))
@@ -107,11 +108,13 @@ def _domain_extractor():
 
 
 def registrable_domain(url: str) -> str:
-    """``news.bbc.co.uk`` -> ``bbc.co.uk``; hosts without a public suffix stay whole."""
+    """``news.bbc.co.uk`` -> ``bbc.co.uk``; a host without a public suffix (an intranet
+    name, ``.example``, an IP address) stays whole, less a leading ``www.``."""
     parts = _domain_extractor()(url)
     if parts.suffix and parts.domain:
         return f"{parts.domain}.{parts.suffix}".lower()
-    return (parts.domain or url).lower()
+    host = urlsplit(url).hostname or url
+    return host.lower().removeprefix("www.")
 
 
 @dataclass(frozen=True)
@@ -321,14 +324,37 @@ def _shadow(page_id: str, rate: float) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class Audit:
+    """A served page with the teacher's labels beside the template's (measurement only)."""
+
+    page: SimplifiedPage
+    template: list[str]
+    teacher: list[str]
+
+    @property
+    def agreement(self) -> float:
+        pairs = list(zip(self.template, self.teacher, strict=True))
+        return sum(a == b for a, b in pairs) / len(pairs) if pairs else 1.0
+
+
 class TemplateCascade:
     """A labeller: the site-template cache first, the teacher for what it cannot serve
-    (and for shadow checks). Served pages carry the labeller name ``template``."""
+    (and for shadow checks). Served pages carry the labeller name ``template``.
 
-    def __init__(self, teacher: Labeller, cache: TemplateCache | None = None) -> None:
+    With ``audit``, the teacher also labels every served page, only to record both
+    labellings in ``audits`` (what ``eval --template-cache`` reports); the cache learns
+    nothing from it, so audited and unaudited runs serve the same pages.
+    """
+
+    def __init__(
+        self, teacher: Labeller, cache: TemplateCache | None = None, audit: bool = False
+    ) -> None:
         self.teacher = teacher
         self.cache = cache or TemplateCache()
         self.name = teacher.name
+        self.audit = audit
+        self.audits: list[Audit] = []
 
     def label(self, pages: Sequence[SimplifiedPage]) -> list[LabelOutcome]:
         decisions = [self.cache.consider(page) for page in pages]
@@ -346,4 +372,64 @@ class TemplateCascade:
                     self.cache.teach(decisions[index], answer.labels)
                 if outcomes[index] is None:
                     outcomes[index] = answer
+        if self.audit:
+            self._audit(pages, decisions)
         return outcomes  # type: ignore[return-value]
+
+    def _audit(self, pages: Sequence[SimplifiedPage], decisions: Sequence[Decision]) -> None:
+        served = [i for i, d in enumerate(decisions) if d.labels is not None]
+        if not served:
+            return
+        answers = self.teacher.label([pages[i] for i in served])
+        for index, answer in zip(served, answers, strict=True):
+            if answer.labels is not None:
+                self.audits.append(Audit(pages[index], decisions[index].labels, answer.labels))
+
+
+def css_selector(signature: str) -> str:
+    """A signature as a CSS selector a person can read and a browser can run: generalised
+    tokens become prefix attribute matches, wholly machine-made ones are left out."""
+    steps = []
+    for step in signature.split(">"):
+        name, _, element_id = step.partition("#")
+        tag, *classes = name.split(".")
+        selector = tag
+        for token in classes:
+            selector += _token_selector("class", token, f".{token}")
+        if element_id:
+            selector += _token_selector("id", element_id, f"#{element_id}")
+        steps.append(selector)
+    return " > ".join(steps)
+
+
+def _token_selector(attribute: str, token: str, exact: str) -> str:
+    cut = min((i for i in (token.find("#"), token.find("*")) if i >= 0), default=-1)
+    if cut < 0:
+        return exact
+    return f'[{attribute}*="{token[:cut]}"]' if cut else ""
+
+
+def export_site(state: SiteState, settings: TemplateSettings | None = None) -> dict[str, object]:
+    """A site's templates as a reviewable configuration, like PACE's per-publisher one:
+    per layout, CSS selectors of the main region and of the excluded regions."""
+    settings = settings or TemplateSettings()
+    layouts = []
+    for number, cluster_state in enumerate(state.clusters):
+        cluster = Cluster.from_state(cluster_state, settings)
+        groups: dict[str, list[str]] = {"main": [], "exclude": [], "uncertain": []}
+        for signature in sorted(cluster.counts):
+            label = cluster.predict(signature, settings)
+            group = "main" if label == MAIN else "exclude" if label == OTHER else "uncertain"
+            groups[group].append(css_selector(signature))
+        layouts.append(
+            {
+                "layout": number,
+                "verified": cluster.verified(settings),
+                "suspended": cluster.suspended,
+                "pages_taught": cluster.taught,
+                "pages_served": cluster.served,
+                "recent_agreement": [round(value, 3) for value in cluster.recent],
+                **{key: sorted(set(values)) for key, values in groups.items()},
+            }
+        )
+    return {"site": state.site, "layouts": layouts}

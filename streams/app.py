@@ -21,7 +21,8 @@ from gpu_worker.profiles import load_profile, pipeline_settings
 from processors.labellers.base import Labeller
 from processors.sandbox import Limits, Sandbox
 from processors.sinks import open_sink
-from streams import metrics
+from processors.templates import TemplateCache, TemplateCascade
+from streams import health, metrics
 from streams.kafka import FETCH_BYTES, SourceReader, ssl_context
 from streams.settings import StreamSettings
 from streams.stages import (
@@ -32,9 +33,11 @@ from streams.stages import (
     Outbound,
     StageContext,
 )
+from streams.templates import TemplateStore
 from topics.topics import ALL_TOPICS, DEAD_LETTERS, MAX_MESSAGE_BYTES, RECORDS
 
 log = logging.getLogger("dripstream.app")
+LAG_INTERVAL_S = 10.0  # dripstream_consumer_lag refresh
 
 
 def _credentials(settings: StreamSettings) -> faust.types.auth.CredentialsT | None:
@@ -71,15 +74,22 @@ def inbound(event: Any) -> Inbound:
 
 def stage_context(settings: StreamSettings, labeller: Labeller | None) -> StageContext:
     """The stages' context: the profile's budget, a sandbox for the per-page CPU work, the
-    pages-topic reader (fallback) and the sink (sink stage), as the stages need them."""
+    labeller behind the site-template cache (``DRIPSTREAM_TEMPLATES``), the pages-topic
+    reader (fallback) and the sink (sink stage), as the stages need them."""
     profile = load_profile(settings.profile, weights=settings.model or None)
     cpu = CpuContext(pipeline_settings(profile), payload_limit=settings.dlq_payload_limit)
     limits = Limits(timeout_s=settings.page_timeout_s, memory_mib=settings.page_memory_mib)
     reader = SourceReader(settings) if "fallback" in settings.stages else None
+    store = None
+    if labeller is not None and settings.templates:
+        cache = TemplateCache(settings.template_settings())
+        labeller = TemplateCascade(labeller, cache)
+        store = TemplateStore(settings, cache)
     return StageContext(
         cpu=cpu,
         runner=Sandbox(cpu, limits),
         labeller=labeller,
+        templates=store,
         fetch_sources=reader.fetch if reader else None,
         sink=open_sink(settings.sink) if "sink" in settings.stages else None,
         label_retries=settings.label_retries,
@@ -148,7 +158,14 @@ def build_app(settings: StreamSettings, labeller: Labeller | None = None) -> fau
 
     @app.page("/healthz")
     async def health_view(web: Any, request: Any) -> Any:
+        dead = health.dead_agents(app)
+        if dead:
+            return web.json({"status": "dead", "dead_agents": dead}, status=503)
         return web.json({"status": "ok"})
+
+    @app.timer(interval=LAG_INTERVAL_S)
+    async def lag_gauge() -> None:
+        health.update_lag(app)
 
     @app.page("/readyz")
     async def ready_view(web: Any, request: Any) -> Any:

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 
 REGISTRY = CollectorRegistry()
+# The standard process_* (CPU, memory, open files) and python_* (version, GC) series.
+for _collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+    REGISTRY.register(_collector)
 
 PAGES_IN = Counter("dripstream_pages_in_total", "messages consumed", ["stage"], registry=REGISTRY)
 PAGES_OUT = Counter(
@@ -32,9 +44,29 @@ BATCH_SIZE = Histogram(
     buckets=(1, 2, 4, 8, 16, 32, 64, 128),
     registry=REGISTRY,
 )
+CONSUMER_LAG = Gauge(
+    "dripstream_consumer_lag",
+    "messages between a partition's end and this worker's committed offset",
+    ["topic", "partition"],
+    registry=REGISTRY,
+)
 IN_FLIGHT = Gauge("dripstream_in_flight", "messages being processed", ["stage"], registry=REGISTRY)
 LABEL_TOKENS = Counter(
     "dripstream_label_tokens_total", "labeller tokens", ["direction"], registry=REGISTRY
+)
+
+
+TEMPLATE_PAGES = Counter(
+    "dripstream_template_pages_total",
+    "label stage pages by path: template (served), teacher, shadow (served and checked)",
+    ["path"],
+    registry=REGISTRY,
+)
+TEMPLATE_EVENTS = Counter(
+    "dripstream_template_events_total",
+    "template cache events: disagreement (a shadow check failed), suspended",
+    ["event"],
+    registry=REGISTRY,
 )
 
 

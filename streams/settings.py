@@ -17,6 +17,7 @@ from processors.labellers.registry import (
     UnknownLabeller,
     check_labeller,
 )
+from processors.templates import TemplateSettings
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,15 @@ SETTINGS = (
         "1: stages of one worker pass pages in memory (intermediate topics only between"
         " workers); 0: every hop goes through Kafka",
     ),
+    Setting(
+        "DRIPSTREAM_TEMPLATES",
+        "1",
+        "1: a site-template cache in front of the labeller (shared via the templates topic)",
+    ),
+    Setting("DRIPSTREAM_TEMPLATE_VERIFY_PAGES", "3", "teacher pages a template must match"),
+    Setting("DRIPSTREAM_TEMPLATE_AGREEMENT", "0.98", "block agreement each of them needs"),
+    Setting("DRIPSTREAM_TEMPLATE_SHADOW_RATE", "0.05", "share of served pages the teacher checks"),
+    Setting("DRIPSTREAM_TEMPLATE_SITES", "100000", "sites a worker keeps (least recent evicted)"),
     Setting("DRIPSTREAM_MAX_BATCH", "16", "label stage: pages handed to the labeller at once"),
     Setting("DRIPSTREAM_MAX_WAIT_MS", "50", "label stage: longest wait to fill a batch"),
     Setting("DRIPSTREAM_LABEL_RETRIES", "3", "labeller attempts per batch before fallback"),
@@ -103,6 +113,11 @@ class StreamSettings:
     profile: str
     model: str
     chain: int
+    templates: int
+    template_verify_pages: int
+    template_agreement: float
+    template_shadow_rate: float
+    template_sites: int
     max_batch: int
     max_wait_ms: int
     label_retries: int
@@ -154,8 +169,10 @@ class StreamSettings:
             raise SettingsError(f"DRIPSTREAM_LABELLER: {error}") from None
         if "sink" in self.stages and not self.sink:
             raise SettingsError("the sink stage needs DRIPSTREAM_SINK (KIND:PATH)")
-        if self.chain not in (0, 1):
-            raise SettingsError("DRIPSTREAM_CHAIN must be 0 or 1")
+        if self.chain not in (0, 1) or self.templates not in (0, 1):
+            raise SettingsError("DRIPSTREAM_CHAIN and DRIPSTREAM_TEMPLATES must be 0 or 1")
+        if not 0 <= self.template_shadow_rate <= 1 or not 0 < self.template_agreement <= 1:
+            raise SettingsError("template shadow rate and agreement are shares (0..1)")
         if self.page_timeout_s < 1 or self.page_memory_mib < 64:
             raise SettingsError(
                 "DRIPSTREAM_PAGE_TIMEOUT_S must be >= 1 and DRIPSTREAM_PAGE_MEMORY_MIB >= 64"
@@ -175,6 +192,14 @@ class StreamSettings:
 
     def labeller_options(self) -> LabellerOptions:
         return LabellerOptions(profile=self.profile, model=self.model or None)
+
+    def template_settings(self) -> TemplateSettings:
+        return TemplateSettings(
+            agreement=self.template_agreement,
+            verify_pages=self.template_verify_pages,
+            shadow_rate=self.template_shadow_rate,
+            max_sites=self.template_sites,
+        )
 
     def group_id(self) -> str:
         """One consumer group per set of stages, so every stage scales on its own."""
@@ -196,6 +221,8 @@ class StreamSettings:
 def _convert(kind: object, text: str) -> object:
     if kind in (int, "int"):
         return int(text)
+    if kind in (float, "float"):
+        return float(text)
     if kind in ("tuple[str, ...]",):
         return tuple(part.strip() for part in text.split(",") if part.strip())
     return text

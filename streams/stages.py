@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -61,6 +62,9 @@ ATTEMPTS_HEADER = "dripstream-attempts"
 ERROR_HEADER = "dripstream-error"  # on dead letters: the error class
 MAX_SOURCE_BYTES = 512  # a longer input key is carried as its digest
 OUTPUT_HEADROOM = 64 * 1024  # below the message limit: batch and header overhead
+
+if TYPE_CHECKING:
+    from streams.templates import TemplateStore
 
 log = logging.getLogger("dripstream.stages")
 
@@ -247,6 +251,7 @@ class StageContext:
     labeller: Labeller | None = None
     fetch_sources: SourceFetcher | None = None
     sink: Sink | None = None
+    templates: TemplateStore | None = None
     label_retries: int = 3
     retry_backoff_s: float = 0.2
     label_timeout_s: float = 300.0
@@ -367,6 +372,8 @@ async def label_batch(messages: Sequence[Inbound], context: StageContext) -> lis
         except INPUT_ERRORS as error:
             outputs[index] = dead_letter("label", message, error, limit)
     if pages:
+        if context.templates is not None:
+            await context.templates.ensure_started()
         metrics.BATCH_SIZE.observe(len(pages))
         started = time.perf_counter()
         outcomes, error = await _label_with_retries(pages, context)
@@ -381,6 +388,8 @@ async def label_batch(messages: Sequence[Inbound], context: StageContext) -> lis
             results = apply_label_outcomes(pages, outcomes, labeller_name, batch_ms)
             metrics.LABEL_TOKENS.labels("in").inc(sum(o.tokens_in for o in outcomes))
             metrics.LABEL_TOKENS.labels("out").inc(sum(o.tokens_out for o in outcomes))
+        if context.templates is not None:
+            await context.templates.publish()  # before the batch is acknowledged
         for index, result in zip(slots, results, strict=True):
             outputs[index] = forward(messages[index], result, limit)
     return [output for output in outputs if output is not None]

@@ -18,7 +18,8 @@ RECORDS = "records"
 FALLBACK = "fallback"
 DEAD_LETTERS = "deadletters"
 REPLAYS = "replays"  # compacted: which dead letters were replayed (key partition:offset)
-ALL_TOPICS = (PAGES, SIMPLIFIED, LABELLED, RECORDS, FALLBACK, DEAD_LETTERS, REPLAYS)
+TEMPLATES = "templates"  # compacted: site templates (key: site), shared by label workers
+ALL_TOPICS = (PAGES, SIMPLIFIED, LABELLED, RECORDS, FALLBACK, DEAD_LETTERS, REPLAYS, TEMPLATES)
 
 
 @dataclass(frozen=True)
@@ -51,10 +52,10 @@ def topic_specs(
     specs = [
         TopicSpec(name, partitions, replication, retention_ms)
         for name in ALL_TOPICS
-        if name not in (DEAD_LETTERS, REPLAYS)
+        if name not in (DEAD_LETTERS, REPLAYS, TEMPLATES)
     ]
     specs.append(TopicSpec(DEAD_LETTERS, partitions, replication, 4 * retention_ms))
-    specs.append(
-        TopicSpec(REPLAYS, 1, replication, 4 * retention_ms, {"cleanup.policy": "compact"})
-    )
+    compacted = {"cleanup.policy": "compact"}
+    specs.append(TopicSpec(REPLAYS, 1, replication, 4 * retention_ms, compacted))
+    specs.append(TopicSpec(TEMPLATES, partitions, replication, 4 * retention_ms, compacted))
     return specs

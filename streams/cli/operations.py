@@ -8,8 +8,10 @@ import asyncio
 import json
 import sys
 
+import msgspec
+
 from processors.labellers.registry import LABELLERS
-from streams.cli.common import add_profile_options, stream_settings, with_example
+from streams.cli.common import UsageError, add_profile_options, stream_settings, with_example
 from streams.stages import DEFAULT_STAGES, STAGES
 from topics.topics import ALL_TOPICS, RECORDS
 
@@ -75,6 +77,38 @@ def cmd_dlq(args: argparse.Namespace) -> int:
     )
     print(f"replayed {sent} dead letters ({skipped} skipped)", file=sys.stderr)
     return 0
+
+
+def cmd_templates(args: argparse.Namespace) -> int:
+    from processors.templates import export_site
+    from streams.templates import drop_site, read_site_states
+
+    settings = stream_settings(args)
+    if args.action == "drop":
+        asyncio.run(drop_site(settings, _need_site(args)))
+        print(f"dropped the templates of {args.site}", file=sys.stderr)
+        return 0
+    states = asyncio.run(read_site_states(settings))
+    if args.action == "list":
+        for site, state in sorted(states.items()):
+            served = sum(cluster.served for cluster in state.clusters)
+            taught = sum(cluster.taught for cluster in state.clusters)
+            print(f"{site}\tlayouts={len(state.clusters)}\ttaught={taught}\tserved={served}")
+        return 0
+    state = states.get(_need_site(args))
+    if state is None:
+        raise UsageError(f"no templates for {args.site}")
+    if args.action == "show":
+        print(json.dumps(msgspec.to_builtins(state), indent=1))
+    else:
+        print(json.dumps(export_site(state, settings.template_settings()), indent=1))
+    return 0
+
+
+def _need_site(args: argparse.Namespace) -> str:
+    if not args.site:
+        raise UsageError(f"templates {args.action} needs SITE (a registrable domain)")
+    return args.site
 
 
 def cmd_config(args: argparse.Namespace) -> int:
@@ -150,6 +184,16 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     dlq.add_argument("--idle", type=float, default=2.0, help="stop after N idle seconds")
     dlq.set_defaults(run=cmd_dlq)
+
+    templates = _parser(
+        commands,
+        "templates",
+        "list, show, export (CSS selectors for review) or drop a site's templates",
+        "dripstream templates export example.com",
+    )
+    templates.add_argument("action", choices=("list", "show", "export", "drop"), help="what to do")
+    templates.add_argument("site", nargs="?", help="registrable domain, e.g. example.com")
+    templates.set_defaults(run=cmd_templates)
 
     config = _parser(
         commands,

@@ -27,7 +27,7 @@ def article(site: str, number: int, extra: str = "", layout: str = "article") ->
             for i in range(3)
         )
         + f"</{layout}>{extra}"
-        + '<div id="footer-2024"><p>Copyright and contact lines of the site.</p></div>'
+        + '<div id="extras-2024"><p>Copyright and contact lines of the site.</p></div>'
     )
     raw = RawPage(url=f"https://www.{site}/{layout}/{number}", html=f"<html><body>{body}".encode())
     page = simplify_page(raw, PipelineSettings())
@@ -70,6 +70,8 @@ def test_pages_of_one_layout_share_signatures_whatever_their_text() -> None:
 def test_registrable_domain_uses_the_public_suffix_list() -> None:
     assert registrable_domain("https://news.bbc.co.uk/a") == "bbc.co.uk"
     assert registrable_domain("https://www.example.com/x") == "example.com"
+    assert registrable_domain("https://www.news.example/x") == "news.example"
+    assert registrable_domain("http://10.0.0.7:8080/x") == "10.0.0.7"
 
 
 def test_a_template_serves_only_after_it_verified_on_the_teacher_pages() -> None:
@@ -150,3 +152,22 @@ def test_the_state_survives_a_round_trip_through_its_record() -> None:
     teacher = Teacher()
     [outcome] = TemplateCascade(teacher, fresh).label([article("example.com", 60)])
     assert outcome.labeller == TEMPLATE_LABELLER and teacher.calls == 0
+
+
+def test_the_export_gives_css_selectors_of_the_main_and_excluded_regions() -> None:
+    from selectolax.lexbor import LexborHTMLParser
+
+    from processors.templates import export_site
+
+    cache = TemplateCache(TemplateSettings(verify_pages=2, shadow_rate=0))
+    cascade = TemplateCascade(Teacher(), cache)
+    for n in range(5):
+        cascade.label([article("example.com", n)])
+    [layout] = export_site(cache.state("example.com"), cache.settings)["layouts"]
+    assert layout["verified"] and layout["pages_taught"] >= 2
+    page = article("example.com", 77)
+    tree = LexborHTMLParser(page.simplified_html)
+    main_text = " ".join(node.text() for s in layout["main"] for node in tree.css(s))
+    excluded = " ".join(node.text() for s in layout["exclude"] for node in tree.css(s))
+    assert "Paragraph 0 of story 77" in main_text and "Copyright" not in main_text
+    assert "Copyright" in excluded
