@@ -53,7 +53,8 @@ STARTUP_TIMEOUT_S = 120.0  # a fresh child imports the work's modules before its
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-page bounds: wall time for one item, and the child's data-segment size."""
+    """Per-page bounds: wall time for one item, and the memory a page may add to the
+    child's data segment beyond what its code and context hold."""
 
     timeout_s: float = 15.0
     memory_mib: int = 256
@@ -87,11 +88,13 @@ class InProcess(Generic[C]):
 def child_main(fd: int, memory_mib: int) -> None:
     """The child's loop: receive the context, then one (function, item) request at a time;
     answer each with (ok, value)."""
-    limit = memory_mib * MIB
-    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     connection = Connection(fd)
     context, module = connection.recv()
     importlib.import_module(module)  # before "ready": imports are not a page's time
+    # The budget is per page, on top of what the code and the context (a tokenizer can
+    # take a hundred MiB) already hold.
+    limit = _data_bytes() + memory_mib * MIB
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     connection.send("ready")
     while True:
         try:
@@ -115,6 +118,15 @@ def child_main(fd: int, memory_mib: int) -> None:
             connection.send(reply)
         except MemoryError:
             connection.send((False, PageMemoryExceeded("the result is over the limit")))
+
+
+def _data_bytes() -> int:
+    """This process's data segment (what RLIMIT_DATA counts), from /proc."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
 class Sandbox(Generic[C]):
