@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 from processors.decode import check_html, decode_html
 from processors.errors import PageError
 from processors.evaluation import EvalReport, evaluate
+from processors.labellers.base import Labeller
 from processors.pipeline import PipelineSettings, extract_pages
 from processors.sandbox import InProcess, Limits, PageRunner, Sandbox
 from processors.simplify import simplify
@@ -29,6 +31,7 @@ from processors.sources import (
     read_pages,
     read_rows,
 )
+from processors.templates import TemplateCascade
 from streams.cli.common import (
     EXIT_INPUT,
     UsageError,
@@ -56,12 +59,19 @@ def _single_document(args: argparse.Namespace) -> bool:
     )
 
 
+def _labeller(args: argparse.Namespace) -> Labeller:
+    labeller = labeller_from_args(args)
+    if getattr(args, "template_cache", False):
+        return TemplateCascade(labeller, audit=args.command == "eval")
+    return labeller
+
+
 def cmd_extract(args: argparse.Namespace) -> int:
     if not args.sources and not args.jsonl:
         args.sources = ["-"]
     _check_sources(args.sources)
     settings = pipeline_from_args(args)
-    labeller = labeller_from_args(args)
+    labeller = _labeller(args)
     with _runner(args, settings) as runner:
         if _single_document(args):
             return _extract_one(args, labeller, settings, runner)
@@ -178,7 +188,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     settings = pipeline_from_args(args)
-    labeller = labeller_from_args(args)
+    labeller = _labeller(args)
     rows = list(read_rows(args.dataset))
     with (
         _runner(args, settings) as runner,
@@ -211,6 +221,27 @@ def _print_report(report: EvalReport) -> None:
             print(f"  subset {subset}: mean F1 {mean:.4f}")
 
 
+def cmd_labels(args: argparse.Namespace) -> int:
+    from processors.labels import derive_labels
+
+    report = derive_labels(read_rows(args.dataset), args.out, source=Path(args.dataset).name)
+    print(json.dumps(dataclasses.asdict(report)), file=sys.stderr)
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from processors.training import cross_validate, load_pages, train
+
+    pages = load_pages(args.data)
+    cv = None
+    if not args.no_calibration:
+        cv = cross_validate(args.data, seed=args.seed, pages=pages, baselines=False)
+        print(json.dumps(cv.table("word_f1"), indent=1), file=sys.stderr)
+    report = train(args.data, args.model, args.seed, cv=cv, pages=pages)
+    print(json.dumps(dataclasses.asdict(report), default=str, indent=1))
+    return 0
+
+
 def register(commands: argparse._SubParsersAction) -> None:
     extract = commands.add_parser(
         "extract",
@@ -234,6 +265,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--jsonl",
         metavar="FILE",
         help="JSONL input of {id,url,html} lines, whatever its name; - for standard input",
+    )
+    extract.add_argument(
+        "--template-cache",
+        action="store_true",
+        help="label in input order with the site-template cache in front of the labeller",
     )
     extract.add_argument(
         "-o",
@@ -264,5 +300,45 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     evaluation.add_argument("dataset", help="JSONL (.jsonl[.gz|.xz]) with html and gold")
     evaluation.add_argument("--json", action="store_true", help="print the report as JSON")
+    evaluation.add_argument(
+        "--template-cache",
+        action="store_true",
+        help="put the site-template cache in front of the labeller, in file order; the "
+        "report adds its share and its agreement with the labeller on the pages it served",
+    )
     add_pipeline_options(evaluation)
     evaluation.set_defaults(run=cmd_eval)
+
+    labels = commands.add_parser(
+        "labels",
+        help="derive block labels from gold text (training data)",
+        description="Simplify each page of a dataset and label each block main or other "
+        "by how much of its text the gold contains, in order (the rule: processors/labels.py).",
+        epilog=with_example(
+            "dripstream labels derive ../shared/data/articles_dev.jsonl --out labelled.jsonl"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    labels.add_argument("action", choices=("derive",), help="what to do")
+    labels.add_argument("dataset", help="JSONL (.jsonl[.gz|.xz]) with html and gold")
+    labels.add_argument("--out", "-o", required=True, help="labelled pages, JSONL")
+    labels.set_defaults(run=cmd_labels)
+
+    training = commands.add_parser(
+        "train",
+        help="train the learned labeller (grouped CV for its calibration, then the model)",
+        description="Train the learned block classifier on the dev files, reproducibly.",
+        epilog=with_example("dripstream train --data ../shared/data --model model.json"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    training.add_argument("--data", default="../shared/data", help="folder of the dev files")
+    training.add_argument(
+        "--model", default="learned_labeller.json", help="where to write the model file"
+    )
+    training.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    training.add_argument(
+        "--no-calibration",
+        action="store_true",
+        help="skip the cross-validation that calibrates the confidence (faster)",
+    )
+    training.set_defaults(run=cmd_train)
