@@ -1,8 +1,15 @@
-"""The paper's quality metric over a dataset: ROUGE-5 F1 per page and mean.
+"""Quality over a dataset: the paper's ROUGE-5 F1 and WCXB's word F1, per page and mean.
 
 A dataset is JSONL with ``id``, ``url``, ``html``, ``gold_markdown_or_text`` and an
-optional ``meta.subset``. Annotation marks are stripped from every page before it is
-simplified, whatever the labeller; the oracle reads its labels from the marks first.
+optional ``meta`` (``subset``; WCXB's ``page_type`` and its ``with`` / ``without``
+snippets). Annotation marks are stripped from every page before it is simplified,
+whatever the labeller; the oracle reads its labels from the marks first. Word F1 and the
+snippet rates are WCXB's own metric (``processors/wordf1.py``), reported per page type so
+figures compare with WCXB's published ones.
+
+With a ``TemplateCascade`` labeller the pages go one at a time, in file order (the cache
+learns in crawl order), and the report adds the cache's share and its agreement with the
+teacher on the pages it served.
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ from processors.pipeline import Outcome, PipelineSettings, extract_pages
 from processors.sandbox import PageRunner
 from processors.scoring import score_page
 from processors.sources import raw_page_from_row
+from processors.templates import TEMPLATE_LABELLER, TemplateCascade
+from processors.wordf1 import word_score
 from topics.records import page_id
 
 
@@ -28,29 +37,61 @@ class PageScore:
     recall: float
     extractor: str
     status: str
+    page_type: str | None = None
+    word_f1: float = 0.0
+    with_found: float | None = None
+    without_leaked: float | None = None
+
+
+def _mean_of(pages: Sequence[PageScore], field: str) -> float | None:
+    values = [getattr(page, field) for page in pages if getattr(page, field) is not None]
+    return sum(values) / len(values) if values else None
 
 
 @dataclass(frozen=True)
 class EvalReport:
     labeller: str
     pages: list[PageScore]
+    templates: dict[str, object] | None = None
 
     def _mean(self, field: str) -> float:
-        values = [getattr(page, field) for page in self.pages]
-        return sum(values) / len(values) if values else 0.0
+        return _mean_of(self.pages, field) or 0.0
 
     @property
     def mean_f1(self) -> float:
         return self._mean("f1")
 
-    def to_json(self) -> dict[str, object]:
+    def by_page_type(self) -> dict[str, dict[str, float | int | None]]:
+        groups: dict[str, list[PageScore]] = {}
+        for page in self.pages:
+            if page.page_type:
+                groups.setdefault(page.page_type, []).append(page)
         return {
+            kind: {
+                "pages": len(pages),
+                "rouge5_f1": _mean_of(pages, "f1"),
+                "word_f1": _mean_of(pages, "word_f1"),
+                "with_found": _mean_of(pages, "with_found"),
+                "without_leaked": _mean_of(pages, "without_leaked"),
+            }
+            for kind, pages in sorted(groups.items())
+        }
+
+    def to_json(self) -> dict[str, object]:
+        report: dict[str, object] = {
             "labeller": self.labeller,
             "mean_f1": self.mean_f1,
             "mean_precision": self._mean("precision"),
             "mean_recall": self._mean("recall"),
-            "pages": [asdict(page) for page in self.pages],
+            "mean_word_f1": self._mean("word_f1"),
+            "with_found": _mean_of(self.pages, "with_found"),
+            "without_leaked": _mean_of(self.pages, "without_leaked"),
+            "by_page_type": self.by_page_type(),
         }
+        if self.templates is not None:
+            report["templates"] = self.templates
+        report["pages"] = [asdict(page) for page in self.pages]
+        return report
 
     def by_subset(self) -> dict[str | None, float]:
         groups: dict[str | None, list[float]] = {}
@@ -73,6 +114,8 @@ def evaluate(
     runner: PageRunner | None = None,
 ) -> EvalReport:
     """Run the whole pipeline on every page and score it against its gold."""
+    if isinstance(labeller, TemplateCascade):
+        batch_size = 1
     scores: list[PageScore] = []
     for start in range(0, len(rows), batch_size):
         batch = rows[start : start + batch_size]
@@ -87,12 +130,32 @@ def evaluate(
             scores.append(_score(row, outcome))
         if progress is not None:
             progress(len(batch))
-    return EvalReport(labeller.name, scores)
+    templates = (
+        _template_report(labeller, scores) if isinstance(labeller, TemplateCascade) else None
+    )
+    return EvalReport(labeller.name, scores, templates)
+
+
+def _template_report(cascade: TemplateCascade, scores: Sequence[PageScore]) -> dict[str, object]:
+    served = sum(1 for page in scores if page.extractor.endswith(f":{TEMPLATE_LABELLER}"))
+    audits = cascade.audits
+    return {
+        "served_pages": served,
+        "served_share": served / len(scores) if scores else 0.0,
+        "served_block_agreement": (
+            sum(audit.agreement for audit in audits) / len(audits) if audits else None
+        ),
+        "served_exact_pages": sum(1 for audit in audits if audit.agreement == 1.0),
+        "counts": dict(cascade.cache.counts),
+    }
 
 
 def _score(row: dict, outcome: Outcome) -> PageScore:
     markdown = outcome.record.markdown if outcome.record else ""
-    score = score_page(markdown, row.get("gold_markdown_or_text") or "")
+    gold = row.get("gold_markdown_or_text") or ""
+    score = score_page(markdown, gold)
+    meta = row.get("meta") if isinstance(row.get("meta"), dict) else {}
+    words = word_score(markdown, gold, meta.get("with") or (), meta.get("without") or ())
     extractor = outcome.record.extractor if outcome.record else f"error:{outcome.reason}"
     return PageScore(
         id=str(row["id"]),
@@ -102,4 +165,8 @@ def _score(row: dict, outcome: Outcome) -> PageScore:
         recall=score.recall,
         extractor=extractor,
         status=outcome.status,
+        page_type=meta.get("page_type"),
+        word_f1=words.f1,
+        with_found=words.with_found,
+        without_leaked=words.without_leaked,
     )

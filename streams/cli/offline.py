@@ -215,10 +215,26 @@ def _print_report(report: EvalReport) -> None:
         f"{summary['mean_f1']:.4f} (precision {summary['mean_precision']:.4f}, "
         f"recall {summary['mean_recall']:.4f})"
     )
+    summary_words = summary["mean_word_f1"]
+    print(f"WCXB word F1 {summary_words:.4f}", end="")
+    if summary["with_found"] is not None:
+        print(
+            f" (with-snippets found {summary['with_found']:.3f}, "
+            f"without-snippets leaked {summary['without_leaked'] or 0:.3f})",
+            end="",
+        )
+    print()
     subsets = report.by_subset()
     if len(subsets) > 1:
         for subset, mean in subsets.items():
             print(f"  subset {subset}: mean F1 {mean:.4f}")
+    for kind, scores in report.by_page_type().items():
+        print(
+            f"  {kind:14s} {scores['pages']:5d} pages  ROUGE-5 {scores['rouge5_f1']:.4f}  "
+            f"word F1 {scores['word_f1']:.4f}"
+        )
+    if report.templates is not None:
+        print(f"templates: {json.dumps(report.templates)}")
 
 
 def cmd_labels(args: argparse.Namespace) -> int:

@@ -1,0 +1,61 @@
+"""eval reports WCXB's word F1 and snippet rates per page type beside ROUGE-5, and the
+template cache's share and agreement when it runs in front of the labeller."""
+
+from __future__ import annotations
+
+from processors.evaluation import evaluate
+from processors.labellers.heuristic import HeuristicLabeller
+from processors.pipeline import PipelineSettings
+from processors.templates import TemplateCache, TemplateCascade, TemplateSettings
+
+
+def row(number: int, page_type: str) -> dict:
+    paragraphs = "".join(
+        f"<p>Paragraph {i} of report {number} holds enough ordinary words to be read.</p>"
+        for i in range(4)
+    )
+    html = (
+        '<html><body><div class="menu"><a href="/">Home</a></div>'
+        f'<article class="report"><h1>Report {number}</h1>{paragraphs}</article>'
+        '<div class="extras"><p>Contact the newsroom at the address below.</p></div>'
+    )
+    gold = f"Report {number}\n\n" + "\n\n".join(
+        f"Paragraph {i} of report {number} holds enough ordinary words to be read."
+        for i in range(4)
+    )
+    return {
+        "id": f"r{number}",
+        "url": f"https://www.reports.example/{number}",
+        "html": html,
+        "gold_markdown_or_text": gold,
+        "meta": {
+            "page_type": page_type,
+            "with": [f"paragraph 0 of report {number}"],
+            "without": ["contact the newsroom"],
+        },
+    }
+
+
+def test_eval_reports_word_f1_and_snippets_per_page_type() -> None:
+    rows = [row(1, "article"), row(2, "article"), row(3, "forum")]
+    report = evaluate(rows, HeuristicLabeller(), PipelineSettings()).to_json()
+    assert report["mean_word_f1"] > 0.9 and report["with_found"] == 1.0
+    assert report["without_leaked"] == 0.0
+    assert set(report["by_page_type"]) == {"article", "forum"}
+    assert report["by_page_type"]["article"]["pages"] == 2
+
+
+def test_eval_with_the_template_cache_reports_its_share_and_agreement() -> None:
+    cascade = TemplateCascade(
+        HeuristicLabeller(),
+        TemplateCache(TemplateSettings(verify_pages=2, shadow_rate=0)),
+        audit=True,
+    )
+    rows = [row(n, "article") for n in range(10)]
+    report = evaluate(rows, cascade, PipelineSettings()).to_json()
+    templates = report["templates"]
+    assert templates["served_pages"] >= 4
+    assert templates["served_block_agreement"] == 1.0
+    served = [p for p in report["pages"] if p["extractor"] == "dripper:template"]
+    assert len(served) == templates["served_pages"]
+    assert all(p["f1"] > 0.9 for p in served)
