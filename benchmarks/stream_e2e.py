@@ -1,7 +1,7 @@
 """End-to-end stream throughput and latency on the local broker, next to offline extract.
 
 One run: the same pages (articles_dev, repeated with distinct URLs) go (1) through
-``extract_pages`` in this process (offline, heuristic labeller) and (2) through the Kafka
+``extract_pages`` in this process (offline, ``--labeller``) and (2) through the Kafka
 pipeline with one worker process running every stage. Reported: pages/s of both, the
 ratio, p50/p99 latency from the input's produce timestamp to its output's timestamp, the
 worker's RSS sampled over the run (it should plateau, not grow with the pages), and the
@@ -25,7 +25,7 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from processors.labellers.heuristic import HeuristicLabeller
+from processors.labellers.registry import DEFAULT_LABELLER, build_labeller
 from processors.pipeline import PipelineSettings, extract_pages
 from processors.sandbox import Limits, Sandbox
 from streams.demo import broker, start_worker, stop_process
@@ -74,6 +74,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", required=True)
     parser.add_argument("--copies", type=int, default=5)
+    parser.add_argument("--labeller", default=DEFAULT_LABELLER, help="offline and in the worker")
     parser.add_argument(
         "--no-chain",
         action="store_true",
@@ -88,17 +89,19 @@ def main() -> None:
         for row in rows
     ]
 
+    labeller = build_labeller(args.labeller)
+    extract_pages(pages[:16], labeller, PipelineSettings())  # warm (model load)
     started, cpu_started = time.perf_counter(), time.process_time()
-    extract_pages(pages, HeuristicLabeller(), PipelineSettings())
+    extract_pages(pages, labeller, PipelineSettings())
     offline_rate = len(pages) / (time.perf_counter() - started)
     offline_cpu = time.process_time() - cpu_started
     # The same, with per-page work in the sandbox child, as `dripstream extract` runs it.
     with Sandbox(PipelineSettings(), Limits()) as sandbox:
-        extract_pages(pages[:16], HeuristicLabeller(), PipelineSettings(), sandbox)  # warm
+        extract_pages(pages[:16], labeller, PipelineSettings(), sandbox)  # warm
         cpu_started = cpu_seconds(os.getpid())
         for start in range(0, len(pages), 32):
             batch = pages[start : start + 32]
-            extract_pages(batch, HeuristicLabeller(), PipelineSettings(), sandbox)
+            extract_pages(batch, labeller, PipelineSettings(), sandbox)
         sandboxed_cpu = cpu_seconds(os.getpid()) - cpu_started
 
     already_running = broker("status") == 0
@@ -114,6 +117,7 @@ def main() -> None:
     asyncio.run(create_topics(settings))
     log = Path("out") / f"bench-worker-{run}.log"
     log.parent.mkdir(exist_ok=True)
+    os.environ["DRIPSTREAM_LABELLER"] = args.labeller
     if args.no_chain:
         os.environ["DRIPSTREAM_CHAIN"] = "0"
     worker = start_worker(settings, log)

@@ -21,7 +21,7 @@ LABELLERS: dict[str, str] = {
     "fallback": "processors.labellers.fallback_only:FallbackOnlyLabeller",
     "vllm": "gpu_worker.labeller:VllmLabeller.from_options",
 }
-DEFAULT_LABELLER = "heuristic"
+DEFAULT_LABELLER = "learned"
 
 
 class UnknownLabeller(ValueError):

@@ -40,7 +40,7 @@ def test_extract_json_gives_the_record_fields(article_file: Path, capsys) -> Non
     assert main(["extract", str(article_file), "--format", "json"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["status"] == "ok"
-    assert record["extractor"] == "dripper:heuristic"
+    assert record["extractor"] == "dripper:learned"
     assert record["title"] == "Night trains"
     assert record["main_block_count"] >= 3
     assert len(record["id"]) == 32
@@ -64,7 +64,7 @@ def test_extract_jsonl_writes_one_line_per_input_line(tmp_path: Path) -> None:
     target = tmp_path / "out.jsonl"
     assert main(["extract", "--jsonl", str(source), "--out", str(target), "--quiet"]) == 0
     results = [json.loads(line) for line in target.read_text(encoding="utf-8").splitlines()]
-    assert [r["id"] for r in results] == ["a", "b", "c"]
+    assert [r["input_id"] for r in results] == ["a", "b", "c"]
     assert [r["status"] for r in results] == ["ok", "error", "error"]
     assert [r.get("error_class") for r in results[1:]] == ["EmptyDocument", "NotHtml"]
     assert "Night trains are back" in results[0]["markdown"]

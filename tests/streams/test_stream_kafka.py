@@ -117,7 +117,7 @@ def test_every_input_ends_as_exactly_one_record_fallback_or_dead_letter(
         (record_message,) = by_source[page.url.encode()]
         assert record_message.topic == RECORDS, describe_dead_letter(record_message)
         record = json.loads(record_message.value)
-        assert record["extractor"] == "dripper:heuristic"
+        assert record["extractor"] == "dripper:learned"
         assert record_message.key == page_id(page.url, page.html).encode()
     (over,) = by_source[pages[-1].url.encode()]
     over_record = json.loads(over.value)
