@@ -147,9 +147,11 @@ def build_app(settings: StreamSettings, labeller: Labeller | None = None) -> fau
                 metrics.ERRORS.labels(stage, error_class).inc()
 
     handle = chained_handler(settings, context)
+    agent_health = health.AgentHealth()
     for name in settings.stages:
         stage = STAGES[name]
         agent = _batch_agent(name, settings, handle, deliver)
+        agent = agent_health.watch(f"dripstream.{name}", agent)
         app.agent(topics[stage.input_topic], name=f"dripstream.{name}")(agent)
 
     @app.page("/metrics")
@@ -158,7 +160,7 @@ def build_app(settings: StreamSettings, labeller: Labeller | None = None) -> fau
 
     @app.page("/healthz")
     async def health_view(web: Any, request: Any) -> Any:
-        dead = health.dead_agents(app)
+        dead = agent_health.dead_agents(app)
         if dead:
             return web.json({"status": "dead", "dead_agents": dead}, status=503)
         return web.json({"status": "ok"})

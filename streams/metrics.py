@@ -50,6 +50,12 @@ CONSUMER_LAG = Gauge(
     ["topic", "partition"],
     registry=REGISTRY,
 )
+AGENT_CRASHES = Counter(
+    "dripstream_agent_crashes_total",
+    "stage agent crashes (the worker then fails /healthz until restarted)",
+    ["agent"],
+    registry=REGISTRY,
+)
 IN_FLIGHT = Gauge("dripstream_in_flight", "messages being processed", ["stage"], registry=REGISTRY)
 LABEL_TOKENS = Counter(
     "dripstream_label_tokens_total", "labeller tokens", ["direction"], registry=REGISTRY
