@@ -6,7 +6,8 @@ labeller) called that block main or other; once it has proven itself it labels t
 site's next pages without the teacher.
 
 - **Signature** of a block: its path in the simplified DOM, one ``tag.class.class#id``
-  step per element from the page root down to the block. Class and id tokens are
+  step per element, from its fifth ancestor down to the block (the steps above are the
+  same for every block of a page: they add bytes, not information). Class and id tokens are
   generalised first (``generalise``): digit runs become ``#`` and machine-made suffixes
   (CSS modules ``name__hash``, ``css-1q2w3e``, ``sc-AbCdE``, long letter-digit mixes)
   become ``*``, as PACE's aggregator does with CSS-module suffixes.
@@ -46,6 +47,7 @@ from topics.records import MAIN, OTHER, ClusterState, SimplifiedPage, SiteState
 
 TEMPLATE_LABELLER = "template"
 JOIN_SHARE = 0.6  # a page joins a layout cluster that knows this share of its signatures
+MAX_PATH_STEPS = 6  # a signature is the block and its 5 nearest ancestors
 
 _DIGITS = re.compile(r"\d+")
 _CSS_MODULE = re.compile(r"^(.+?)__[A-Za-z0-9_-]{4,}$")  # Header_title__3xYz1
@@ -93,7 +95,7 @@ def block_signatures(simplified_html: str) -> list[str]:
     for block in tree.css("[_item_id]"):
         steps = []
         node: LexborNode | None = block
-        while node is not None and node.tag not in _ROOTS:
+        while node is not None and node.tag not in _ROOTS and len(steps) < MAX_PATH_STEPS:
             steps.append(_step(node))
             node = node.parent
         signatures.append(">".join(reversed(steps)))
@@ -124,7 +126,7 @@ class TemplateSettings:
     min_support: int = 2
     min_share: float = 0.9
     shadow_rate: float = 0.05
-    max_sites: int = 100_000
+    max_sites: int = 5_000
     max_clusters: int = 8
     max_signatures: int = 400
 
