@@ -34,7 +34,8 @@ Line prefixes are stripped, repeatedly, at the start of every line:
 Inline syntax:
 
 12. HTML comments are removed; autolinks ``<https://...>`` keep their address;
-    any other HTML tag (``<br>``, ``<span class=x>``) becomes a space.
+    any other HTML tag (``<br>``, ``<span class=x>``) becomes a space, unless escaped
+    (``\\<Title>`` is text the converter escaped, kept as text).
 13. Images ``![alt](src "title")`` are removed (WebMainBench's gold Markdown carries
     no images, not even for selected ones, and text gold has none); links ``[text](url)`` become
     ``text``; reference links ``[text][id]`` / ``[text][]`` become ``text``;
@@ -116,9 +117,9 @@ _LINE_PREFIX = re.compile(
 )
 
 # --- inline ------------------------------------------------------------------
-_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+_HTML_COMMENT = re.compile(r"(?<!\\)<!--.*?-->", re.DOTALL)
 _AUTOLINK = re.compile(r"<((?:https?|ftp)://[^<>\s]+|mailto:[^<>\s]+|[^<>\s@]+@[^<>\s@]+)>")
-_HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9:-]*(?:\s[^<>]*)?/?>")
+_HTML_TAG = re.compile(r"(?<!\\)</?[A-Za-z][A-Za-z0-9:-]*(?:\s[^<>]*)?/?>")
 _LINK_TARGET = (
     r"\(\s*(?:<[^<>\n]*>|[^\s()]*(?:\([^\s()]*\)[^\s()]*)*)"
     r"(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?\s*\)"

@@ -201,3 +201,10 @@ def test_normalisation_is_idempotent_on_any_text(text: str) -> None:
     assert normalise_for_scoring(once) == once
     assert once == once.strip()
     assert "  " not in once and "\n" not in once
+
+
+def test_an_escaped_tag_is_text_not_markup() -> None:
+    from processors.scoring import normalise_for_scoring
+
+    assert "The Palace" in normalise_for_scoring(r"Watch \<The Palace\> tonight")
+    assert "span" not in normalise_for_scoring("Watch <span>it</span> tonight")
