@@ -34,8 +34,9 @@ Line prefixes are stripped, repeatedly, at the start of every line:
 Inline syntax:
 
 12. HTML comments are removed; autolinks ``<https://...>`` keep their address;
-    any other HTML tag (``<br>``, ``<span class=x>``) becomes a space, unless escaped
-    (``\\<Title>`` is text the converter escaped, kept as text).
+    any other HTML tag (``<br>``, ``<span class=x>``) becomes a space. A tag the
+    converter escaped (``\\<Title\\>``) is left to rule 17 first, then goes the same way,
+    so no stray backslash is left where the gold has none.
 13. Images ``![alt](src "title")`` are removed (WebMainBench's gold Markdown carries
     no images, not even for selected ones, and text gold has none); links ``[text](url)`` become
     ``text``; reference links ``[text][id]`` / ``[text][]`` become ``text``;

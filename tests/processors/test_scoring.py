@@ -203,8 +203,9 @@ def test_normalisation_is_idempotent_on_any_text(text: str) -> None:
     assert "  " not in once and "\n" not in once
 
 
-def test_an_escaped_tag_is_text_not_markup() -> None:
+def test_an_escaped_tag_normalises_like_the_gold_without_a_stray_backslash() -> None:
     from processors.scoring import normalise_for_scoring
 
-    assert "The Palace" in normalise_for_scoring(r"Watch \<The Palace\> tonight")
-    assert "span" not in normalise_for_scoring("Watch <span>it</span> tonight")
+    escaped = normalise_for_scoring(r"Watch \<The Palace: Tale\> tonight")
+    assert escaped == normalise_for_scoring("Watch <The Palace: Tale> tonight")
+    assert "\\" not in escaped
