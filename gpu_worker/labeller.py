@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import threading
 import time
 from collections.abc import Coroutine, Sequence
@@ -32,6 +33,8 @@ from gpu_worker.profiles import DEFAULT_PROFILE, ModelProfile, load_profile
 from gpu_worker.prompt import PromptEncoder
 from gpu_worker.settings import engine_settings_from_env
 from processors.labellers.base import LabelOutcome
+from processors.labellers.cascade import CascadeLabeller
+from processors.labellers.learned import MIN_CONFIDENCE_ENV, LearnedLabeller
 from processors.labellers.registry import LabellerOptions
 from topics.records import SimplifiedPage
 
@@ -178,3 +181,12 @@ class VllmLabeller:
         if final is None or not final.outputs:
             raise RuntimeError(f"no output for request {request_id}")
         return final.outputs[0]
+
+
+def learned_then_vllm(options: LabellerOptions) -> CascadeLabeller:
+    """The ``learned+vllm`` labeller: the learned CPU labeller, and vLLM for the pages
+    below its confidence floor (``DRIPSTREAM_LEARNED_MIN_CONFIDENCE``, default 0.5)."""
+    floor = float(os.environ.get(MIN_CONFIDENCE_ENV) or 0.5)
+    return CascadeLabeller(
+        LearnedLabeller(min_confidence=floor), VllmLabeller.from_options(options)
+    )

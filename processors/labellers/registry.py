@@ -20,6 +20,7 @@ LABELLERS: dict[str, str] = {
     "oracle": "processors.labellers.oracle:OracleLabeller",
     "fallback": "processors.labellers.fallback_only:FallbackOnlyLabeller",
     "vllm": "gpu_worker.labeller:VllmLabeller.from_options",
+    "learned+vllm": "gpu_worker.labeller:learned_then_vllm",
 }
 DEFAULT_LABELLER = "learned"
 

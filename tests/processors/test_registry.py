@@ -65,3 +65,47 @@ def test_a_factory_that_takes_options_gets_the_profile(monkeypatch) -> None:
     monkeypatch.setitem(globals(), "_probe", factory)
     build_labeller("probe", LabellerOptions(profile="p", model="/m"))
     assert seen["options"] == LabellerOptions(profile="p", model="/m")
+
+
+class Unsure:
+    name = "unsure"
+
+    def label(self, pages):
+        from processors.labellers.base import LabelOutcome
+
+        return [
+            LabelOutcome(None, failure="low_confidence", confidence=0.2)
+            if "low" in page.url
+            else LabelOutcome(["main"] * page.block_count, confidence=0.9)
+            for page in pages
+        ]
+
+
+class Expert:
+    name = "expert"
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def label(self, pages):
+        from processors.labellers.base import LabelOutcome
+
+        self.seen += [page.url for page in pages]
+        return [LabelOutcome(["other"] * page.block_count) for page in pages]
+
+
+def test_a_cascade_sends_only_low_confidence_pages_to_the_second_labeller() -> None:
+    from processors.labellers.cascade import CascadeLabeller
+    from processors.pipeline import PipelineSettings, label_pages, simplify_page
+    from topics.records import RawPage
+
+    html = b"<html><body><article><p>" + b"Words of a paragraph. " * 20 + b"</p></article>"
+    pages = [
+        simplify_page(RawPage(url=f"https://x.example/{name}", html=html), PipelineSettings())
+        for name in ("high", "low")
+    ]
+    expert = Expert()
+    high, low = label_pages(pages, CascadeLabeller(Unsure(), expert))
+    assert expert.seen == ["https://x.example/low"]
+    assert (high.labeller, high.labels[0]) == ("unsure", "main")
+    assert (low.labeller, low.labels[0]) == ("expert", "other")
