@@ -32,7 +32,12 @@ SETTINGS = (
     Setting("DRIPSTREAM_BROKERS", "127.0.0.1:9092", "Kafka bootstrap servers, comma-separated"),
     Setting("DRIPSTREAM_TOPIC_PREFIX", "dripstream.", "prefix of every topic name"),
     Setting("DRIPSTREAM_GROUP_PREFIX", "dripstream-", "prefix of consumer-group ids (+ stages)"),
-    Setting("DRIPSTREAM_PARTITIONS", "4", "partitions per topic (topics create)"),
+    Setting(
+        "DRIPSTREAM_PARTITIONS",
+        "4",
+        "partitions per topic (topics create): the most consumers a stage can use;"
+        " k8s sets the largest maxReplicaCount (40)",
+    ),
     Setting("DRIPSTREAM_REPLICATION", "1", "replication factor (topics create)"),
     Setting("DRIPSTREAM_RETENTION_HOURS", "168", "retention of pipeline topics (dead letters x4)"),
     Setting(

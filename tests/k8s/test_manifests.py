@@ -73,3 +73,156 @@ def test_simplify_and_label_budget_with_one_profile_and_its_tokenizer() -> None:
         if stage in ("simplify", "label"):
             mounts = [m["mountPath"] for m in spec["containers"][0]["volumeMounts"]]
             assert any(model.startswith(path) for path in mounts), stage
+
+
+def _secret_keys_read() -> set[str]:
+    keys = set()
+    for doc in documents():
+        if doc["kind"] == "TriggerAuthentication":
+            keys |= {ref["key"] for ref in doc["spec"]["secretTargetRef"]}
+        if doc["kind"] != "Deployment":
+            continue
+        spec = doc["spec"]["template"]["spec"]
+        for container in spec["containers"] + spec.get("initContainers", []):
+            for env in container.get("env", []):
+                ref = env.get("valueFrom", {}).get("secretKeyRef")
+                if ref:
+                    keys.add(ref["key"])
+        for volume in spec["volumes"]:
+            if "secret" in volume:
+                keys |= {item["key"] for item in volume["secret"]["items"]}
+    return keys
+
+
+def test_the_secret_template_has_every_key_the_manifests_read() -> None:
+    secret = yaml.safe_load((K8S / "secret.example.yaml").read_text())
+    assert secret["metadata"]["name"] == "dripstream-kafka"
+    assert _secret_keys_read() == set(secret["stringData"])
+    assert {"sasl-mechanism", "tls", "username", "password", "ca.crt"} <= set(secret["stringData"])
+
+
+def test_keda_gets_the_workers_sasl_mechanism_in_its_own_spelling() -> None:
+    (config,) = by_kind("ConfigMap")
+    secret = yaml.safe_load((K8S / "secret.example.yaml").read_text())["stringData"]
+    keda_names = {"SCRAM-SHA-512": "scram_sha512", "SCRAM-SHA-256": "scram_sha256"}
+    assert secret["sasl-mechanism"] == keda_names[config["data"]["DRIPSTREAM_SASL_MECHANISM"]]
+    assert secret["tls"] == "enable" and "SSL" in config["data"]["DRIPSTREAM_SECURITY_PROTOCOL"]
+
+
+def test_the_models_volume_claim_is_shipped_and_mounted_read_only() -> None:
+    (claim,) = by_kind("PersistentVolumeClaim")
+    for deployment in by_kind("Deployment"):
+        for volume in deployment["spec"]["template"]["spec"]["volumes"]:
+            if "persistentVolumeClaim" in volume:
+                assert volume["persistentVolumeClaim"] == {
+                    "claimName": claim["metadata"]["name"],
+                    "readOnly": True,
+                }
+    assert "ReadWriteMany" in claim["spec"]["accessModes"]  # many pods, many nodes
+
+
+def test_every_worker_pod_creates_the_topics_before_it_starts() -> None:
+    for deployment in by_kind("Deployment"):
+        spec = deployment["spec"]["template"]["spec"]
+        (init,) = spec["initContainers"]
+        assert init["args"] == ["topics", "create"]
+        assert init["image"] == spec["containers"][0]["image"]
+        assert init["envFrom"] == spec["containers"][0]["envFrom"]
+
+
+def test_topic_partitions_match_the_largest_replica_count() -> None:
+    """Replicas beyond the input topic's partitions would sit idle."""
+    (config,) = by_kind("ConfigMap")
+    partitions = int(config["data"]["DRIPSTREAM_PARTITIONS"])
+    most = [scaled["spec"]["maxReplicaCount"] for scaled in by_kind("ScaledObject")]
+    assert max(most) == partitions
+    for scaled in by_kind("ScaledObject"):
+        assert scaled["spec"]["minReplicaCount"] <= scaled["spec"]["maxReplicaCount"]
+        assert scaled["spec"]["triggers"][0]["metadata"].get("allowIdleConsumers") != "true"
+
+
+def test_deployments_scaled_by_keda_leave_the_replica_count_to_it() -> None:
+    scaled = {doc["spec"]["scaleTargetRef"]["name"] for doc in by_kind("ScaledObject")}
+    for deployment in by_kind("Deployment"):
+        assert deployment["metadata"]["name"] in scaled
+        assert "replicas" not in deployment["spec"]
+
+
+MONITORING = K8S / "monitoring"
+EXTERNAL_METRICS = {"kube_pod_container_status_restarts_total"}  # kube-state-metrics
+
+
+def _exported_series() -> set[str]:
+    from streams import metrics
+
+    names = set()
+    for family in metrics.REGISTRY.collect():
+        names.add(family.name + ("_total" if family.type == "counter" else ""))
+        names |= {sample.name for sample in family.samples}
+    for family in ("dripstream_label_batch_size", "dripstream_stage_seconds"):
+        names |= {f"{family}_bucket", f"{family}_sum", f"{family}_count"}
+    return names
+
+
+def _queried_series(expr: str) -> set[str]:
+    import re
+
+    return set(re.findall(r"\b((?:dripstream|process|python|kube)_[a-z0-9_]+)", expr))
+
+
+def test_alerts_and_dashboard_query_only_metrics_the_workers_export() -> None:
+    import json
+
+    rules = yaml.safe_load((MONITORING / "prometheusrule.yaml").read_text())
+    exprs = [rule["expr"] for group in rules["spec"]["groups"] for rule in group["rules"]]
+    dashboard = json.loads((MONITORING / "dashboard.json").read_text())
+    exprs += [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    known = _exported_series() | EXTERNAL_METRICS
+    for expr in exprs:
+        series = _queried_series(expr)
+        assert series, expr
+        assert series <= known, (expr, series - known)
+
+
+def test_the_alerts_cover_lag_dead_letters_restarts_and_labeller_fallbacks() -> None:
+    rules = yaml.safe_load((MONITORING / "prometheusrule.yaml").read_text())
+    alerts = {rule["alert"]: rule["expr"] for g in rules["spec"]["groups"] for rule in g["rules"]}
+    assert "dripstream_consumer_lag" in alerts["DripstreamConsumerLagGrowing"]
+    assert 'route="deadletter"' in alerts["DripstreamDeadLetterRate"]
+    assert "restarts" in alerts["DripstreamWorkerRestarts"]
+    assert 'route="fallback"' in alerts["DripstreamLabellerFallbacks"]
+
+
+def test_the_dashboard_shows_what_an_operator_watches() -> None:
+    import json
+
+    dashboard = json.loads((MONITORING / "dashboard.json").read_text())
+    titles = {panel["title"] for panel in dashboard["panels"]}
+    assert {
+        "Pages/s by stage and route",
+        "Consumer lag by topic",
+        "Dead letters/s by error class",
+        "Label batch size",
+        "Label latency per page",
+        "Template-cache hit rate",
+    } <= titles
+    import importlib.util
+
+    path = K8S.parent / "scripts" / "make_dashboard.py"
+    spec = importlib.util.spec_from_file_location("make_dashboard", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert dashboard == module.dashboard()  # the JSON is scripts/make_dashboard.py's output
+
+
+def test_the_pod_monitor_scrapes_the_workers_metrics_port() -> None:
+    (monitor,) = [
+        doc for doc in yaml.safe_load_all((MONITORING / "podmonitor.yaml").read_text()) if doc
+    ]
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    deployment = by_kind("Deployment")[0]
+    ports = deployment["spec"]["template"]["spec"]["containers"][0]["ports"]
+    assert endpoint["port"] in {port["name"] for port in ports}
+    assert endpoint["path"] == "/metrics"
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
