@@ -1,8 +1,9 @@
 """Bytes -> text, and the checks that tell HTML from everything else.
 
-Charset order: explicit hint (HTTP header / record field), byte-order mark, ``<meta
-charset>`` / ``http-equiv`` in the first 4 KiB, then statistical detection
-(charset-normalizer). Invalid sequences are replaced; decoding never raises.
+Charset order, as browsers and w3lib apply it: byte-order mark, explicit hint (the HTTP
+header's charset / the record's field), ``<meta charset>`` / ``http-equiv`` in the first
+4 KiB, then statistical detection (charset-normalizer). Invalid sequences are replaced;
+decoding never raises.
 
 Only the labels of the WHATWG Encoding Standard name a charset (``WHATWG_LABELS``, plus
 ``utf-32``/``utf-32le``/``utf-32be``, which our BOM sniffing knows too). Anything else a
@@ -220,16 +221,18 @@ def _wide_without_bom(sample: bytes) -> str | None:
 
 
 def detect_charset(data: bytes, hint: str | None = None) -> tuple[str, str]:
-    """Return (codec name, how it was found): hint, bom, meta or detected."""
+    """Return (codec name, how it was found): bom, hint, meta or detected."""
+    # A byte-order mark wins over everything, as in browsers and w3lib: it cannot be
+    # there by accident, while HTTP headers are often wrong.
+    for bom, name in _BOMS:
+        if data.startswith(bom):
+            return name, "bom"
     codec = _normalise_codec(hint)
     # A utf-16/utf-32 hint over bytes without a single NUL is a lie (markup in either
     # encoding always has NUL bytes): ignore it, like a meta that claims utf-16.
     wide = codec is not None and codec.startswith(("utf-16", "utf-32"))
     if codec and not (wide and b"\x00" not in data[:_SNIFF_BYTES]):
         return codec, "hint"
-    for bom, name in _BOMS:
-        if data.startswith(bom):
-            return name, "bom"
     match = _META_CHARSET.search(data[:_SNIFF_BYTES])
     if match:
         codec = _normalise_codec(match.group(1).decode("ascii", "replace"))

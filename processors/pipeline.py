@@ -1,6 +1,7 @@
 """One function per stage, the same code the stream agents and the offline CLI run.
 
 simplify_page(RawPage)                 -> SimplifiedPage | FallbackRequest  (raises PageError)
+                                          | PageRecord (gone: HTTP 404/410)
 label_pages([SimplifiedPage])          -> [LabelledPage | FallbackRequest]
 reconstruct_page(LabelledPage)         -> PageRecord | FallbackRequest
 fallback_page(FallbackRequest, RawPage)-> PageRecord                        (raises PageError)
@@ -16,22 +17,27 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from processors.crawl import charset_param, header_dict, http_body
 from processors.decode import check_html, decode_html
 from processors.errors import PageError
 from processors.fallback import EXTRACTOR as FALLBACK_EXTRACTOR
 from processors.fallback import fallback_markdown
 from processors.labellers.base import Labeller, LabelOutcome
+from processors.language import detect_language
 from processors.reconstruct import reconstruct
 from processors.sandbox import InProcess, PageRunner
 from processors.simplify import SimplifyConfig, simplify
 from processors.tokens import EstimatedTokenCounter, TokenBudget, TokenCounter
 from topics.records import (
+    GONE_STATUSES,
+    CrawlInfo,
     FallbackRequest,
     LabelledPage,
     PageRecord,
     RawPage,
     SimplifiedPage,
     SourceRef,
+    document_id,
     page_id,
 )
 
@@ -50,20 +56,63 @@ def _ms_since(started: float) -> float:
 
 
 def decoded_page(raw: RawPage) -> str:
-    """The page as text, checked: raises a PageError for input that is not a page."""
-    content_type = raw.content_type or raw.headers.get("content-type")
-    text = decode_html(raw.html, raw.charset)
-    check_html(raw.html, text, content_type)
+    """The page as text, checked: raises a PageError for input that is not a page.
+
+    The HTTP body's framing and content codings are undone first (``http_body``); the
+    charset is the byte-order mark's, else the record's, else the Content-Type's, else
+    the page's own or detected (``decode_html``)."""
+    headers = raw.headers
+    if any(not name.islower() for name in headers):
+        headers = header_dict(headers)
+    content_type = raw.content_type or headers.get("content-type")
+    body = http_body(raw.html, headers)
+    text = decode_html(body, raw.charset or charset_param(content_type))
+    check_html(body, text, content_type)
     return text
+
+
+def crawl_info(raw: RawPage) -> CrawlInfo | None:
+    """The crawl metadata a record carries (None when the input has none)."""
+    if raw.fetched_at is None and raw.crawl_id is None and raw.status is None:
+        return None
+    return CrawlInfo(fetched_at=raw.fetched_at, crawl_id=raw.crawl_id, status=raw.status)
+
+
+def _record_fields(url: str, version: str, crawl: CrawlInfo | None) -> dict[str, object]:
+    """The identity and crawl fields every record has."""
+    crawl = crawl or CrawlInfo()
+    return {
+        "id": document_id(url),
+        "version": version,
+        "url": url,
+        "fetched_at": crawl.fetched_at,
+        "crawl_id": crawl.crawl_id,
+        "http_status": crawl.status,
+    }
+
+
+def gone_record(raw: RawPage) -> PageRecord:
+    """The record of a page the crawler found gone (HTTP 404/410): no content."""
+    return PageRecord(
+        **_record_fields(raw.url, page_id(raw.url, raw.html), crawl_info(raw)),  # type: ignore[arg-type]
+        title="",
+        markdown="",
+        extractor="gone",
+        gone=True,
+    )
 
 
 def simplify_page(
     raw: RawPage, settings: PipelineSettings, source: SourceRef | None = None
-) -> SimplifiedPage | FallbackRequest:
+) -> SimplifiedPage | FallbackRequest | PageRecord:
     """Decode, check and simplify; pages over the token budget or without blocks go to
     fallback. Unusable input raises a PageError subclass (-> dead letter). ``source``
-    says where the page lies on the pages topic, for a later fallback."""
+    says where the page lies on the pages topic, for a later fallback. A page the crawler
+    found gone (HTTP 404/410) is its record at once (``gone``: sinks delete it)."""
+    if raw.status in GONE_STATUSES:
+        return gone_record(raw)
     started = time.perf_counter()
+    crawl = crawl_info(raw)
     text = decoded_page(raw)
     document = simplify(text, settings.simplify)
     pid = page_id(raw.url, raw.html)
@@ -84,6 +133,7 @@ def simplify_page(
             source=source,
             token_count=tokens,
             timings_ms=timings,
+            crawl=crawl,
         )
     return SimplifiedPage(
         page_id=pid,
@@ -95,6 +145,7 @@ def simplify_page(
         tokenizer=settings.token_counter.name,
         source=source,
         timings_ms=timings,
+        crawl=crawl,
     )
 
 
@@ -108,6 +159,7 @@ def to_fallback(page: SimplifiedPage | LabelledPage, reason: str, stage: str) ->
         source=page.source,
         token_count=page.token_count,
         timings_ms=dict(page.timings_ms),
+        crawl=page.crawl,
     )
 
 
@@ -152,6 +204,7 @@ def apply_label_outcomes(
                 confidence=outcome.confidence,
                 source=page.source,
                 timings_ms=timings,
+                crawl=page.crawl,
             )
         )
     return results
@@ -165,10 +218,10 @@ def reconstruct_page(page: LabelledPage) -> PageRecord | FallbackRequest:
     except PageError as error:
         return to_fallback(page, error.reason, "reconstruct")
     return PageRecord(
-        id=page.page_id,
-        url=page.url,
+        **_record_fields(page.url, page.page_id, page.crawl),  # type: ignore[arg-type]
         title=page.title,
         markdown=result.markdown,
+        language=detect_language(f"{page.title}\n{result.markdown}"),
         extractor=f"{DRIPPER_EXTRACTOR}:{page.labeller}",
         block_count=len(page.mapping_blocks),
         main_block_count=result.main_blocks,
@@ -182,10 +235,10 @@ def fallback_page(request: FallbackRequest, raw: RawPage) -> PageRecord:
     started = time.perf_counter()
     markdown = fallback_markdown(decoded_page(raw), request.url)
     return PageRecord(
-        id=request.page_id,
-        url=request.url,
+        **_record_fields(request.url, request.page_id, request.crawl),  # type: ignore[arg-type]
         title=request.title,
         markdown=markdown,
+        language=detect_language(f"{request.title}\n{markdown}"),
         extractor=FALLBACK_EXTRACTOR,
         fallback_reason=request.reason,
         token_count=request.token_count,
@@ -195,7 +248,8 @@ def fallback_page(request: FallbackRequest, raw: RawPage) -> PageRecord:
 
 @dataclass(frozen=True)
 class Outcome:
-    """Offline result of one page: ``ok``, ``fallback`` (record + reason) or ``error``."""
+    """Offline result of one page: ``ok``, ``fallback`` (record + reason), ``gone`` (the
+    record of a page the crawler found gone: sinks delete it) or ``error``."""
 
     status: str
     record: PageRecord | None = None
@@ -213,7 +267,9 @@ def _error(error: PageError, context: str = "") -> Outcome:
     )
 
 
-def simplify_step(settings: PipelineSettings, raw: RawPage) -> SimplifiedPage | FallbackRequest:
+def simplify_step(
+    settings: PipelineSettings, raw: RawPage
+) -> SimplifiedPage | FallbackRequest | PageRecord:
     """``simplify_page`` as a runner step (context first)."""
     return simplify_page(raw, settings)
 
@@ -252,6 +308,8 @@ def extract_pages(
     for index, step in enumerate(runner.map(simplify_step, raws)):
         if isinstance(step, PageError):
             outcomes[index] = _error(step)
+        elif isinstance(step, PageRecord):
+            outcomes[index] = Outcome("gone", step)
         elif isinstance(step, FallbackRequest):
             finishing.append((index, step))
         else:

@@ -5,9 +5,13 @@ One reader per input form; ``read_pages`` picks by the path:
 - ``-``: one HTML document on standard input;
 - a folder: every ``*.html`` / ``*.htm`` / ``*.xhtml`` below it, in name order;
 - ``*.jsonl`` (also ``.jsonl.gz`` / ``.jsonl.xz``): one JSON object a line, with ``url``
-  (or ``id``) and ``html`` as text; ``status``, ``fetched_at``, ``crawl_id`` and
-  ``content_type`` are kept when present;
-- ``*.warc`` / ``*.warc.gz``: the HTML response records (fastwarc, streamed);
+  (or ``id``) and ``html`` as text, or a Scrapy-style item (``url``, ``body``, ``headers``,
+  ``status``; a base64 ``body`` with ``"body_encoding": "base64"``); ``status``,
+  ``fetched_at`` (epoch or ISO-8601), ``crawl_id``, ``content_type`` and ``headers`` are
+  kept when present (``processors.crawl.page_from_item``);
+- ``*.warc`` / ``*.warc.gz``: the HTML response records, and the 404/410 ones (pages
+  gone), with their HTTP status, headers and ``WARC-Date`` (fastwarc, streamed; HTTP
+  bodies are decoded later, in the pipeline: ``processors.crawl``);
 - anything else: one HTML file.
 
 Every reader streams: a file is never loaded whole (except one HTML document), so memory
@@ -26,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from processors.crawl import page_from_item, warc_pages
 from topics.records import RawPage
 
 HTML_SUFFIXES = (".html", ".htm", ".xhtml")
@@ -72,48 +77,26 @@ def read_rows(path: str | Path) -> Iterator[dict[str, Any]]:
 
 
 def raw_page_from_row(row: dict[str, Any], html: str | None = None) -> RawPage:
-    """A dataset or crawl row as a RawPage; ``html`` replaces the row's (cleaned copies)."""
-    text = row.get("html") if html is None else html
-    status = row.get("status")
-    fetched_at = row.get("fetched_at")
-    return RawPage(
-        url=str(row.get("url") or row.get("id") or ""),
-        html=str(text or "").encode("utf-8"),
-        charset="utf-8",
-        content_type=row.get("content_type"),
-        status=status if isinstance(status, int) else None,
-        fetched_at=float(fetched_at) if isinstance(fetched_at, int | float) else None,
-        crawl_id=row.get("crawl_id"),
-    )
+    """A dataset or crawl row (the RawPage form or a Scrapy-style item) as a RawPage;
+    ``html`` replaces the row's page (cleaned copies). Raises ValueError for a field that
+    cannot be read."""
+    return page_from_item(row, html)
 
 
 def _jsonl_pages(path: Path) -> Iterator[InputPage]:
-    for row in read_rows(path):
+    for number, row in enumerate(read_rows(path), 1):
         page_id = row.get("id")
-        yield InputPage(raw_page_from_row(row), str(page_id) if page_id is not None else None, row)
+        try:
+            raw = raw_page_from_row(row)
+        except ValueError as error:
+            raise SourceError(f"{path}: row {number}: {error}") from None
+        yield InputPage(raw, str(page_id) if page_id is not None else None, row)
 
 
 def _warc_pages(path: Path) -> Iterator[InputPage]:
-    from fastwarc.warc import ArchiveIterator, WarcRecordType
-
     with path.open("rb") as stream:
-        for record in ArchiveIterator(
-            stream, record_types=WarcRecordType.response, parse_http=True
-        ):
-            http = record.http_headers
-            headers = {name.lower(): value for name, value in (http or {}).items()}
-            content_type = headers.get("content-type", "")
-            if "html" not in content_type.lower():
-                continue
-            yield InputPage(
-                RawPage(
-                    url=record.headers.get("WARC-Target-URI", ""),
-                    html=record.reader.read(),
-                    content_type=content_type,
-                    status=http.status_code if http is not None else None,
-                ),
-                record.record_id,
-            )
+        for record_id, raw in warc_pages(stream):
+            yield InputPage(raw, record_id)
 
 
 def _html_file(path: Path) -> InputPage:

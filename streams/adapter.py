@@ -1,16 +1,32 @@
 """The input adapter: what a crawler may put on the pages topic.
 
-Accepted values: a msgpack ``RawPage``, a JSON ``RawPage`` (``html`` as a string), or a
-bare HTML document with the URL in the message key or in a ``url`` header. Anything else
+Accepted values:
+
+- a msgpack ``RawPage``;
+- a JSON ``RawPage`` (``html`` as a string; ``fetched_at`` epoch or ISO-8601);
+- a Scrapy-style JSON item (``url``, ``body``, ``headers``, ``status``; a base64 ``body``
+  when the item says ``"body_encoding": "base64"``), as ``processors.crawl`` reads it;
+- a WARC response record (plain or gzip-compressed), as Heritrix-, StormCrawler- and
+  Nutch-style pipelines publish them: the HTTP status, headers and body, ``WARC-Date``
+  as ``fetched_at``; any other WARC record type (request, metadata, ...) is refused;
+- a bare HTML document with the URL in the message key or in a ``url`` header (and
+  optionally ``content-type``, ``charset``, ``status``, ``fetched-at``, ``crawl-id``
+  headers).
+
+Header names, in the value and on the message, are case-insensitive. Anything else
 raises ``MalformedInput`` and becomes a dead letter.
 """
 
 from __future__ import annotations
 
+import io
+import zlib
+
 import msgspec
 
-from topics.codecs import SchemaVersionError, from_json, from_msgpack
-from topics.records import RawPage
+from processors.crawl import header_dict, page_from_item, parse_time, warc_record_page
+from topics.codecs import SchemaVersionError
+from topics.records import RAW_PAGE_VERSIONS, SCHEMA_VERSION, RawPage
 
 URL_HEADERS = ("url", "x-url", "dripstream-url")
 _MSGPACK_MAP = frozenset((*range(0x80, 0x90), 0xDE, 0xDF))  # fixmap, map16, map32
@@ -22,8 +38,12 @@ class MalformedInput(ValueError):
     reason = "malformed_input"
 
 
+# JSON carries the page as text, and a time as epoch seconds or ISO-8601.
+_JSON_TYPES = {"html": str, "fetched_at": float | str | None}
+
+
 def _json_field(info: msgspec.structs.FieldInfo) -> tuple:
-    kind = str if info.name == "html" else info.type  # JSON carries the page as text
+    kind = _JSON_TYPES.get(info.name, info.type)
     if info.default is not msgspec.NODEFAULT:
         return (info.name, kind, info.default)
     if info.default_factory is not msgspec.NODEFAULT:
@@ -48,37 +68,113 @@ def _header(headers: dict[str, bytes], names: tuple[str, ...]) -> str | None:
     return None
 
 
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, SchemaVersionError, RecursionError)
+
+
+def _versioned(page: msgspec.Struct) -> msgspec.Struct:
+    version = page.schema_version  # type: ignore[attr-defined]
+    if version not in RAW_PAGE_VERSIONS:
+        raise SchemaVersionError(
+            f"RawPage has schema_version {version}, expected one of {sorted(RAW_PAGE_VERSIONS)}"
+        )
+    return page
+
+
+def _is_warc(value: bytes) -> bool:
+    if value.startswith(b"WARC/"):
+        return True
+    if not value.startswith(b"\x1f\x8b"):
+        return False
+    try:  # a gzip member: look at its first bytes only
+        return (
+            zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(value[:4096], 8).startswith(b"WARC/")
+        )
+    except zlib.error:
+        return False
+
+
+def _warc_page(value: bytes) -> RawPage:
+    """The page of a WARC response record given as the message value."""
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    try:
+        for record in ArchiveIterator(io.BytesIO(value), parse_http=True):
+            if record.record_type != WarcRecordType.response:
+                kind = record.headers.get("WARC-Type", "unknown")
+                raise MalformedInput(f"a WARC {kind} record is not a page (response records are)")
+            page = warc_record_page(record)
+            if page is None:
+                raise MalformedInput("the WARC response record holds no HTTP response")
+            return page
+    except (ValueError, RuntimeError) as error:  # fastwarc's errors on broken records
+        if isinstance(error, MalformedInput):
+            raise
+        raise MalformedInput(f"not a readable WARC record: {error}") from None
+    raise MalformedInput("the value starts like a WARC record but holds none")
+
+
+def _json_page(value: bytes) -> RawPage:
+    """A JSON RawPage (``html``) or a Scrapy-style item (``body``)."""
+    try:
+        keys = msgspec.json.decode(value, type=dict[str, msgspec.Raw])
+    except _DECODE_ERRORS as error:
+        raise MalformedInput(f"JSON value is not an object: {error}") from None
+    if "body" in keys and "html" not in keys:
+        try:
+            item = msgspec.json.decode(value, type=dict[str, object])
+            return page_from_item(item)
+        except (*_DECODE_ERRORS, ValueError, TypeError) as error:
+            raise MalformedInput(f"JSON value is not a Scrapy-style item: {error}") from None
+    try:
+        page = _versioned(msgspec.json.decode(value, type=_JsonRawPage))
+        fields = msgspec.structs.asdict(page)
+        fields["fetched_at"] = parse_time(page.fetched_at)
+    except (*_DECODE_ERRORS, ValueError) as error:
+        raise MalformedInput(f"JSON value is not a RawPage: {error}") from None
+    headers = header_dict(page.headers)
+    for name in ("content-encoding", "transfer-encoding", "content-length"):
+        headers.pop(name, None)  # the page is text now: no coding applies
+    # The text is re-encoded as UTF-8, whatever charset the crawler saw.
+    fields.update(
+        html=page.html.encode("utf-8", "surrogatepass"),
+        charset="utf-8",
+        headers=headers,
+        schema_version=SCHEMA_VERSION,
+    )
+    return RawPage(**fields)
+
+
 def parse_raw_page(key: bytes | None, value: bytes | None, headers: dict[str, bytes]) -> RawPage:
     """Turn one pages-topic message into a RawPage; raises MalformedInput."""
     if not value:
         raise MalformedInput("the message has no value")
     if value[0] in _MSGPACK_MAP:
         try:
-            return from_msgpack(value, RawPage)
-        except (
-            msgspec.DecodeError,
-            msgspec.ValidationError,
-            SchemaVersionError,
-            RecursionError,
-        ) as error:
+            page = _versioned(msgspec.msgpack.decode(value, type=RawPage))
+        except _DECODE_ERRORS as error:
             raise MalformedInput(f"msgpack value is not a RawPage: {error}") from None
+        if any(not name.islower() for name in page.headers):
+            page = msgspec.structs.replace(page, headers=header_dict(page.headers))
+        return page
     if value.lstrip()[:1] == b"{":
-        try:
-            page = from_json(value, _JsonRawPage)
-        except (
-            msgspec.DecodeError,
-            msgspec.ValidationError,
-            SchemaVersionError,
-            RecursionError,
-        ) as error:
-            raise MalformedInput(f"JSON value is not a RawPage: {error}") from None
-        fields = msgspec.structs.asdict(page)
-        # The text is re-encoded as UTF-8, whatever charset the crawler saw.
-        fields.update(html=page.html.encode("utf-8"), charset="utf-8")
-        return RawPage(**fields)
+        return _json_page(value)
+    if _is_warc(value):
+        return _warc_page(value)
+    headers = {name.lower(): header for name, header in headers.items()}
     url = _header(headers, URL_HEADERS) or (key.decode("utf-8", "replace") if key else None)
     if not url:
         raise MalformedInput("a bare HTML value needs the URL in the key or a 'url' header")
-    content_type = _header(headers, ("content-type",))
-    charset = _header(headers, ("charset",))
-    return RawPage(url=url, html=value, content_type=content_type, charset=charset)
+    try:
+        status = _header(headers, ("status",))
+        fetched_at = parse_time(_header(headers, ("fetched-at", "fetched_at")))
+        return RawPage(
+            url=url,
+            html=value,
+            content_type=_header(headers, ("content-type",)),
+            charset=_header(headers, ("charset",)),
+            status=int(status) if status else None,
+            fetched_at=fetched_at,
+            crawl_id=_header(headers, ("crawl-id", "crawl_id")),
+        )
+    except ValueError as error:
+        raise MalformedInput(f"a header of the bare HTML value cannot be read: {error}") from None

@@ -35,7 +35,7 @@ from processors.pipeline import (
     to_fallback,
 )
 from processors.sandbox import InProcess, PageRunner
-from processors.sinks import Sink
+from processors.sinks import DocumentRefused, Refusal, Sink
 from streams import metrics
 from streams.adapter import MalformedInput, parse_raw_page
 from topics.codecs import SchemaVersionError, from_json, from_msgpack, to_json, to_msgpack
@@ -395,26 +395,32 @@ async def label_batch(messages: Sequence[Inbound], context: StageContext) -> lis
     return [output for output in outputs if output is not None]
 
 
-def _write_records(sink: Sink, records: list[PageRecord]) -> None:
-    for record in records:
-        status = "fallback" if record.fallback_reason else "ok"
-        sink.write(Outcome(status, record, reason=record.fallback_reason), None)
-    sink.flush()
+def _write_records(sink: Sink, records: list[tuple[int, PageRecord]]) -> list[Refusal]:
+    for index, record in records:
+        status = "gone" if record.gone else "fallback" if record.fallback_reason else "ok"
+        sink.write(Outcome(status, record, reason=record.fallback_reason), str(index))
+    return list(sink.flush() or ())
 
 
 async def sink_batch(messages: Sequence[Inbound], context: StageContext) -> list[Outbound]:
     """Write each record through the configured sink (flushed before the batch is
-    acknowledged); a value that is not a record becomes a dead letter."""
+    acknowledged); a value that is not a record, and a record the sink's target refused
+    for good, become dead letters (``DocumentRefused``)."""
     if context.sink is None:
         raise RuntimeError("the sink stage needs a sink (DRIPSTREAM_SINK)")
-    records: list[PageRecord] = []
+    records: list[tuple[int, PageRecord]] = []
     outputs: list[Outbound] = []
-    for message in messages:
+    limit = context.cpu.payload_limit
+    for index, message in enumerate(messages):
         try:
-            records.append(from_json(message.value or b"", PageRecord))
+            records.append((index, from_json(message.value or b"", PageRecord)))
         except INPUT_ERRORS as error:
-            outputs.append(dead_letter("sink", message, error, context.cpu.payload_limit))
-    await asyncio.to_thread(_write_records, context.sink, records)
+            outputs.append(dead_letter("sink", message, error, limit))
+    refusals = await asyncio.to_thread(_write_records, context.sink, records)
+    for refusal in refusals:
+        message = messages[int(refusal.input_id or 0)]
+        error = DocumentRefused(f"{refusal.error_class}: {refusal.message}")
+        outputs.append(dead_letter("sink", message, error, limit))
     return outputs
 
 

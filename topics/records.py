@@ -7,10 +7,15 @@ a record written by an incompatible producer instead of misreading it.
 from __future__ import annotations
 
 import hashlib
+from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
-SCHEMA_VERSION = 2  # 2: lean pages (SourceRef instead of the source HTML on every hop)
+# 2: lean pages (SourceRef instead of the source HTML on every hop)
+# 3: crawl metadata (fetched_at, crawl_id, status) carried to the record; the record's
+#    ``id`` is the stable document id of its canonical URL, ``version`` the content's
+SCHEMA_VERSION = 3
+RAW_PAGE_VERSIONS = frozenset((2, 3))  # RawPage's fields are the same in both: accepted
 
 Label = str  # "main" | "other"
 MAIN = "main"
@@ -18,8 +23,13 @@ OTHER = "other"
 LABELS = (MAIN, OTHER)
 
 
+GONE_STATUSES = frozenset((404, 410))  # the crawler found the page gone: delete it downstream
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
 def page_id(url: str, content: bytes) -> str:
-    """Deterministic page id: the same URL and bytes always give the same id (output key)."""
+    """The content-version id: the same URL and bytes always give the same id, a re-crawl
+    whose bytes changed a new one (``PageRecord.version``; the pipeline's internal key)."""
     digest = hashlib.blake2b(digest_size=16)
     digest.update(url.encode("utf-8", "surrogatepass"))
     digest.update(b"\x00")
@@ -27,8 +37,51 @@ def page_id(url: str, content: bytes) -> str:
     return digest.hexdigest()
 
 
+def canonical_url(url: str) -> str:
+    """The URL as one document is known by: w3lib's ``canonicalize_url`` (scheme and host
+    lower-cased, percent-encoding normalised, query arguments sorted, fragment dropped)
+    and the scheme's default port removed. A URL it cannot read is kept as it is."""
+    from w3lib.url import canonicalize_url
+
+    try:
+        canonical = canonicalize_url(url)
+        parts = urlsplit(canonical)
+        if parts.port is not None and _DEFAULT_PORTS.get(parts.scheme) == parts.port:
+            host = parts.hostname or ""
+            if ":" in host:  # IPv6 literal
+                host = f"[{host}]"
+            userinfo = parts.netloc.rpartition("@")[0]
+            netloc = f"{userinfo}@{host}" if userinfo else host
+            canonical = urlunsplit(parts._replace(netloc=netloc))
+        return canonical
+    except (ValueError, UnicodeError):
+        return url
+
+
+def document_id(url: str) -> str:
+    """The stable document id: one per canonical URL, whatever the content or crawl, so
+    a re-crawl or a re-delivery updates one document downstream (``PageRecord.id``)."""
+    return hashlib.blake2b(
+        canonical_url(url).encode("utf-8", "surrogatepass"), digest_size=16
+    ).hexdigest()
+
+
+class CrawlInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """What the crawler said about a fetch, carried from the input to the record."""
+
+    fetched_at: float | None = None
+    crawl_id: str | None = None
+    status: int | None = None
+
+
 class RawPage(msgspec.Struct, frozen=True, kw_only=True):
-    """A page as fetched by the crawler (topic: pages)."""
+    """A page as fetched by the crawler (topic: pages).
+
+    ``html`` is the HTTP body as received: a chunked transfer coding and gzip / deflate /
+    br content codings named in ``headers`` are undone when the page is decoded (in the
+    sandbox, bounded). ``headers`` names are lower-case. ``charset`` overrides the
+    ``content_type`` header's charset; a byte-order mark overrides both.
+    """
 
     url: str
     html: bytes
@@ -67,6 +120,7 @@ class SimplifiedPage(msgspec.Struct, frozen=True, kw_only=True):
     token_count: int
     tokenizer: str
     source: SourceRef | None = None
+    crawl: CrawlInfo | None = None
     timings_ms: dict[str, float] = {}
     schema_version: int = SCHEMA_VERSION
 
@@ -88,6 +142,7 @@ class LabelledPage(msgspec.Struct, frozen=True, kw_only=True):
     token_count: int
     confidence: float | None = None
     source: SourceRef | None = None
+    crawl: CrawlInfo | None = None
     timings_ms: dict[str, float] = {}
     schema_version: int = SCHEMA_VERSION
 
@@ -103,19 +158,32 @@ class FallbackRequest(msgspec.Struct, frozen=True, kw_only=True):
     stage: str
     source: SourceRef | None = None
     token_count: int = 0
+    crawl: CrawlInfo | None = None
     timings_ms: dict[str, float] = {}
     schema_version: int = SCHEMA_VERSION
 
 
 class PageRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """The output record (topic: records, JSON)."""
+    """The output record (topic: records, JSON; key ``id``).
+
+    ``id`` is the stable document id (``document_id``: one per canonical URL), ``version``
+    the content-version id (``page_id``: URL + fetched bytes). ``fetched_at`` (epoch
+    seconds), ``crawl_id`` and ``http_status`` are the crawler's. ``gone`` marks a page
+    the crawler found gone (HTTP 404/410): no content; search sinks delete the document.
+    ``language`` is detected from the Markdown (ISO 639-1, None when unsure).
+    """
 
     id: str
+    version: str = ""
     url: str
     title: str
     markdown: str
     extractor: str
     language: str | None = None
+    fetched_at: float | None = None
+    crawl_id: str | None = None
+    http_status: int | None = None
+    gone: bool = False
     fallback_reason: str | None = None
     block_count: int = 0
     main_block_count: int = 0

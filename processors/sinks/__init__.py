@@ -1,14 +1,16 @@
 """Writers of the pipeline's output: one protocol, used by ``extract --out`` and by the
 stream's ``sink`` stage alike.
 
-A sink is named by a spec ``KIND:PATH`` (``records:out.jsonl``, ``datatrove:docs.jsonl``;
-a bare path means ``records``). Adding a sink: a module with a class implementing
-``Sink`` and one line in ``SINKS``.
+A sink is named by a spec ``KIND:TARGET`` (``records:out.jsonl``, ``datatrove:docs.jsonl``,
+``opensearch:http://127.0.0.1:9200/dripstream``; a bare path means ``records``). Adding a
+sink: a module with a class implementing ``Sink`` and one line in ``SINKS``.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from processors.pipeline import Outcome
@@ -16,6 +18,7 @@ from processors.pipeline import Outcome
 SINKS: dict[str, str] = {
     "records": "processors.sinks.jsonl:RecordsJsonlSink",
     "datatrove": "processors.sinks.jsonl:DatatroveJsonlSink",
+    "opensearch": "processors.sinks.search:OpenSearchSink",
 }
 
 
@@ -23,20 +26,37 @@ class SinkError(ValueError):
     """A sink spec that names no known sink."""
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """A write the sink's target refused for good (after the sink's bounded retries)."""
+
+    input_id: str | None
+    error_class: str
+    message: str
+
+
+class DocumentRefused(Exception):
+    """The error class of a dead letter for a record its sink refused (``Refusal``)."""
+
+
 @runtime_checkable
 class Sink(Protocol):
     """Takes each page's outcome (a record, or the error that stopped it); ``flush`` makes
-    everything written so far durable, and the caller acknowledges input only after it."""
+    everything written so far durable, and the caller acknowledges input only after it.
+
+    ``flush`` returns the writes the target refused for good, by the ``input_id`` they
+    were written with (None or empty: all durable); the stream dead-letters them. A
+    target that is unreachable is not a refusal: the sink waits for it (back-pressure)."""
 
     def write(self, outcome: Outcome, input_id: str | None = None) -> None: ...
 
-    def flush(self) -> None: ...
+    def flush(self) -> Sequence[Refusal] | None: ...
 
     def close(self) -> None: ...
 
 
 def open_sink(spec: str) -> Sink:
-    """The sink a ``KIND:PATH`` spec names (``-`` as the path: standard output)."""
+    """The sink a ``KIND:TARGET`` spec names (``-`` as the path: standard output)."""
     kind, separator, target = spec.partition(":")
     if not separator or kind not in SINKS:
         if separator and len(kind) > 1:  # not a Windows drive letter

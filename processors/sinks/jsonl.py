@@ -1,12 +1,15 @@
 """JSONL sinks: the records form (every outcome, errors included) and datatrove's form.
 
 ``RecordsJsonlSink`` writes one object per page: ``status`` (``ok`` | ``fallback`` |
-``error``), the record's fields (``id`` is the input's id when it has one, ``page_id``
-the record's), or ``reason`` / ``error_class`` / ``message``.
+``gone`` | ``error``), the record's fields (``id`` the stable document id and ``version``
+the content-version id, as on the stream's records topic), or ``reason`` /
+``error_class`` / ``message``; ``input_id`` is the input's own id when it has one (a
+JSONL row's ``id``, a WARC record id, a file path).
 
 ``DatatroveJsonlSink`` writes datatrove's ``Document`` shape, ``{"text", "id",
 "metadata"}``, so datatrove's ``JsonlReader`` and ``datasets.load_dataset("json")`` load
-it with their defaults. Pages without a record (errors) are not documents: skipped.
+it with their defaults. Pages without content (errors, pages gone) are not documents:
+skipped.
 """
 
 from __future__ import annotations
@@ -58,22 +61,21 @@ class RecordsJsonlSink(_JsonlSink):
         line: dict[str, Any] = {"status": outcome.status}
         if outcome.record is not None:
             line.update(msgspec.to_builtins(outcome.record))
-            line["page_id"] = outcome.record.id
-        if outcome.status != "ok":
+        if outcome.status not in ("ok", "gone"):
             line.update(
                 reason=outcome.reason, error_class=outcome.error_class, message=outcome.message
             )
         if input_id is not None:
-            line["id"] = input_id
+            line["input_id"] = input_id
         return line
 
 
 class DatatroveJsonlSink(_JsonlSink):
-    """datatrove ``Document`` lines: ``text`` = Markdown, ``id`` = the record id."""
+    """datatrove ``Document`` lines: ``text`` = Markdown, ``id`` = the stable document id."""
 
     def _line(self, outcome: Outcome, input_id: str | None) -> dict[str, Any] | None:
         record = outcome.record
-        if record is None:
+        if record is None or record.gone:
             return None
         metadata = msgspec.to_builtins(record)
         metadata.pop("markdown")

@@ -98,9 +98,14 @@ def test_records_sink_writes_every_outcome_with_its_input_id(tmp_path: Path) -> 
     sink.write(error, "b")
     sink.close()
     first, second = (json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines())
-    assert (first["id"], first["status"], first["page_id"]) == ("a", "ok", ok.record.id)
+    assert (first["input_id"], first["status"], first["id"]) == ("a", "ok", ok.record.id)
+    assert first["version"] == ok.record.version
     assert "# Spring tides" in first["markdown"]
-    assert (second["id"], second["status"], second["error_class"]) == ("b", "error", "NotHtml")
+    assert (second["input_id"], second["status"], second["error_class"]) == (
+        "b",
+        "error",
+        "NotHtml",
+    )
 
 
 def test_datatrove_sink_is_read_by_datatrove_and_datasets_with_their_defaults(

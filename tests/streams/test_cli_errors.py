@@ -52,14 +52,14 @@ def test_jsonl_dash_reads_json_lines_from_standard_input(stdin, tmp_path: Path) 
     out = tmp_path / "records.jsonl"
     assert main(["extract", "--jsonl", "-", "-o", str(out), "--quiet", "--no-sandbox"]) == 0
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [(r["id"], r["status"]) for r in records] == [("a", "ok"), ("b", "error")]
+    assert [(r["input_id"], r["status"]) for r in records] == [("a", "ok"), ("b", "error")]
     assert "# Tide tables" in records[0]["markdown"]
 
 
 def test_jsonl_dash_without_out_prints_records_not_markdown(stdin, capsys) -> None:
     stdin((json.dumps({"id": "a", "html": PAGE}) + "\n").encode())
     assert main(["extract", "--jsonl", "-", "--quiet", "--no-sandbox"]) == 0
-    assert json.loads(capsys.readouterr().out)["id"] == "a"
+    assert json.loads(capsys.readouterr().out)["input_id"] == "a"
 
 
 def test_version_names_the_package(capsys) -> None:
