@@ -17,6 +17,7 @@ from processors.labellers.registry import (
     UnknownLabeller,
     check_labeller,
 )
+from processors.sinks.search import SEARCH_SETTINGS
 from processors.templates import TemplateSettings
 
 
@@ -77,8 +78,10 @@ SETTINGS = (
     Setting(
         "DRIPSTREAM_SINK",
         "",
-        "sink stage target KIND:PATH (records:out.jsonl, datatrove:docs.jsonl)",
+        "sink stage target KIND:TARGET (records:out.jsonl, datatrove:docs.jsonl,"
+        " opensearch:http://127.0.0.1:9200/dripstream)",
     ),
+    *(Setting(*entry) for entry in SEARCH_SETTINGS),
     Setting(
         "DRIPSTREAM_DLQ_PAYLOAD_LIMIT",
         "1048576",
@@ -214,7 +217,8 @@ class StreamSettings:
         shown = []
         for setting in SETTINGS:
             name = setting.env.removeprefix("DRIPSTREAM_").lower()
-            value = getattr(self, name, None)
+            # Settings read by a component itself (the search sink's) are shown as set.
+            value = getattr(self, name, os.environ.get(setting.env, setting.default))
             if setting.secret or name.endswith("password_file"):
                 value = "***" if (value or os.environ.get(setting.env)) else ""
             elif isinstance(value, tuple):

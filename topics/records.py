@@ -40,9 +40,12 @@ def page_id(url: str, content: bytes) -> str:
 def canonical_url(url: str) -> str:
     """The URL as one document is known by: w3lib's ``canonicalize_url`` (scheme and host
     lower-cased, percent-encoding normalised, query arguments sorted, fragment dropped)
-    and the scheme's default port removed. A URL it cannot read is kept as it is."""
+    and the scheme's default port removed. Only http(s) URLs are canonicalised: any other
+    (a file path, ``stdin:``) and a URL it cannot read are kept as they are."""
     from w3lib.url import canonicalize_url
 
+    if not url.lower().startswith(("http://", "https://")):
+        return url
     try:
         canonical = canonicalize_url(url)
         parts = urlsplit(canonical)

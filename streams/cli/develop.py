@@ -32,7 +32,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from streams.demo import run_demo
 
     return run_demo(
-        stream_settings(args), args.sources or [str(SAMPLES)], args.deadline, args.max_chars
+        stream_settings(args),
+        args.sources or [str(SAMPLES)],
+        args.deadline,
+        args.max_chars,
+        search=not args.no_search,
     )
 
 
@@ -70,10 +74,17 @@ def register(commands: argparse._SubParsersAction) -> None:
         )
 
     demo = parser(
-        "demo", "run the whole stream locally and print a ledger (source checkout)", "make demo"
+        "demo",
+        "run the whole stream locally, print a ledger, search what it indexed (source checkout)",
+        "make demo",
     )
     demo.add_argument("sources", nargs="*", help="pages to feed (default: samples/pages.jsonl)")
     demo.add_argument("--deadline", type=float, default=180.0, help="seconds to wait for outputs")
+    demo.add_argument(
+        "--no-search",
+        action="store_true",
+        help="skip the search sink and the local search engine (scripts/search.sh)",
+    )
     demo.add_argument("--labeller", help="label-stage labeller (see dripstream labellers)")
     demo.add_argument(
         "--max-chars",

@@ -63,6 +63,44 @@ def cmd_tail(args: argparse.Namespace) -> int:
     return 0
 
 
+def search_target(explicit: str | None = None) -> str:
+    """The index to search: ``--index``, else DRIPSTREAM_SINK's when it is a search
+    sink, else the local engine's ``dripstream`` index."""
+    import os
+
+    from processors.sinks.search import DEFAULT_TARGET
+
+    if explicit:
+        return explicit
+    kind, _, target = os.environ.get("DRIPSTREAM_SINK", "").partition(":")
+    return target if kind == "opensearch" and target else DEFAULT_TARGET
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from processors.sinks.search import SearchIndex, SearchOptions
+
+    index = SearchIndex(search_target(args.index), SearchOptions.from_env())
+    try:
+        hits = index.search(" ".join(args.query), size=args.size, phrase=not args.words)
+    except Exception as error:  # an unreachable engine or a missing index: one line
+        raise UsageError(
+            f"search {index.url}/{index.index}: {type(error).__name__}: {error}"
+        ) from None
+    finally:
+        index.close()
+    if args.json:
+        for hit in hits:
+            print(json.dumps(hit.__dict__, ensure_ascii=False))
+        return 0 if hits else 1
+    for number, hit in enumerate(hits, 1):
+        print(f"{number}. {hit.title or '(untitled)'}  [{hit.language or '?'}] {hit.score:.2f}")
+        print(f"   {hit.url}")
+        if hit.snippet:
+            print(f"   {hit.snippet}")
+    print(f"{len(hits)} hit(s) in {index.url}/{index.index}", file=sys.stderr)
+    return 0 if hits else 1
+
+
 def cmd_dlq(args: argparse.Namespace) -> int:
     from streams.tools import describe_dead_letter, read_topics, replay_dead_letters
 
@@ -168,6 +206,28 @@ def register(commands: argparse._SubParsersAction) -> None:
     tail.add_argument("--last", type=int, default=0, help="only the last N messages")
     tail.add_argument("--idle", type=float, default=2.0, help="stop after N idle seconds")
     tail.set_defaults(run=cmd_tail)
+
+    search = _parser(
+        commands,
+        "search",
+        "search the records a search sink indexed (title and Markdown); exit 1: no hit",
+        'dripstream search "spring tides"   # the words in this order\n'
+        "  dripstream search --words tides moon -neap --index http://127.0.0.1:9200/dripstream",
+    )
+    search.add_argument("query", nargs="+", help="a phrase (several arguments are joined)")
+    search.add_argument(
+        "--words",
+        action="store_true",
+        help='every word anywhere, in simple query syntax ("quoted phrase", -word, a | b)',
+    )
+    search.add_argument(
+        "--index",
+        help="URL/INDEX of the engine (default: DRIPSTREAM_SINK's opensearch target, else "
+        "http://127.0.0.1:9200/dripstream); credentials and TLS: DRIPSTREAM_SEARCH_*",
+    )
+    search.add_argument("--size", type=int, default=10, help="hits to show (default 10)")
+    search.add_argument("--json", action="store_true", help="one JSON object per hit")
+    search.set_defaults(run=cmd_search)
 
     dlq = _parser(
         commands,
