@@ -17,9 +17,10 @@ site's next pages without the teacher.
   one domain keep separate templates.
 - **Serving** needs both: the template predicted the teacher's labels with at least
   ``agreement`` (0.98) block agreement on each of the cluster's last ``verify_pages``
-  teacher-labelled pages, and every block of the new page has a signature the template
-  knows with confidence (seen ``min_support`` times, one label in at least
-  ``min_share`` of them). Otherwise the teacher labels the page and the template learns.
+  teacher-labelled pages (agreement over the blocks it labels with confidence, and a page
+  where that is under half the blocks counts as 0), and every block of the new page has
+  a signature the template knows with confidence (seen ``min_support`` times, one label
+  in at least ``min_share`` of them). Otherwise the teacher labels the page and the template learns.
 - **Shadow checks**: a share of served pages (``shadow_rate``, chosen by a hash of the
   page id, so reruns choose the same pages) still goes to the teacher; a disagreement
   suspends the template until it re-verifies on fresh teacher pages.
@@ -48,6 +49,7 @@ from topics.records import MAIN, OTHER, ClusterState, SimplifiedPage, SiteState
 TEMPLATE_LABELLER = "template"
 JOIN_SHARE = 0.6  # a page joins a layout cluster that knows this share of its signatures
 MAX_PATH_STEPS = 6  # a signature is the block and its 5 nearest ancestors
+MIN_COVERAGE = 0.5  # a teacher page verifies a template only if it knows this share
 
 _DIGITS = re.compile(r"\d+")
 _CSS_MODULE = re.compile(r"^(.+?)__[A-Za-z0-9_-]{4,}$")  # Header_title__3xYz1
@@ -172,14 +174,20 @@ class Cluster:
     def agreement(
         self, signatures: Sequence[str], labels: Sequence[str], settings: TemplateSettings
     ) -> float:
-        if not signatures:
+        """Share of the blocks the template labels with confidence that it labels as the
+        teacher did; 0 when it knows less than half the page's blocks (a page it could
+        not have served is no evidence for it)."""
+        predicted = [
+            (guess, label)
+            for guess, label in (
+                (self.predict(s, settings), label)
+                for s, label in zip(signatures, labels, strict=True)
+            )
+            if guess is not None
+        ]
+        if not signatures or len(predicted) < MIN_COVERAGE * len(signatures):
             return 0.0
-        hits = sum(
-            1
-            for s, label in zip(signatures, labels, strict=True)
-            if self.predict(s, settings) == label
-        )
-        return hits / len(signatures)
+        return sum(guess == label for guess, label in predicted) / len(predicted)
 
     def learn(
         self, signatures: Sequence[str], labels: Sequence[str], settings: TemplateSettings
