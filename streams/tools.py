@@ -21,38 +21,42 @@ from topics.topics import DEAD_LETTERS, PAGES, RECORDS, REPLAYS
 
 REPLAY_OF_HEADER = "dripstream-replay-of"  # on a replayed input: the dead letter it was
 MAX_PENDING = 256  # produce: sends awaiting acknowledgement at once
+MAX_PENDING_BYTES = 16 * 1024 * 1024  # ... and their bytes: memory stays flat for big pages
 
 
 async def produce_pages(
     settings: StreamSettings, pages: Iterable[RawPage], progress: bool = True
 ) -> list[bytes]:
-    """Send pages (key = URL), streaming, with at most ``MAX_PENDING`` unacknowledged;
-    returns each message's produce id (the ``dripstream-source`` header every output of
-    it carries), so a URL sent twice is counted twice."""
+    """Send pages (key = URL), streaming, with at most ``MAX_PENDING`` unacknowledged
+    messages of at most ``MAX_PENDING_BYTES`` together; returns each message's produce id
+    (the ``dripstream-source`` header every output of it carries), so a URL sent twice is
+    counted twice."""
     from tqdm import tqdm
 
     client = producer(settings)
     run = uuid.uuid4().hex[:12]
     ids: list[bytes] = []
-    pending: set[asyncio.Future] = set()
+    pending: dict[asyncio.Future, int] = {}
     try:
         await client.start()
         with tqdm(unit="page", disable=not progress) as bar:
             for number, page in enumerate(pages):
                 produce_id = f"{run}-{number}".encode()
                 ids.append(produce_id)
-                pending.add(
-                    await client.send(
-                        settings.topic_prefix + PAGES,
-                        to_msgpack(page),
-                        key=page.url.encode(),
-                        headers=[(SOURCE_HEADER, produce_id)],
-                    )
+                value = to_msgpack(page)
+                sent = await client.send(
+                    settings.topic_prefix + PAGES,
+                    value,
+                    key=page.url.encode(),
+                    headers=[(SOURCE_HEADER, produce_id)],
                 )
-                if len(pending) >= MAX_PENDING:
-                    done, pending = await asyncio.wait(pending, return_when="FIRST_COMPLETED")
+                pending[sent] = len(value)
+                del value, page
+                while len(pending) >= MAX_PENDING or sum(pending.values()) > MAX_PENDING_BYTES:
+                    done, _ = await asyncio.wait(pending, return_when="FIRST_COMPLETED")
                     for future in done:
                         future.result()
+                        del pending[future]
                 bar.update(1)
             for future in pending:
                 await future
