@@ -31,7 +31,7 @@ from streams.tools import (
     wait_for_outputs,
 )
 from topics.codecs import to_msgpack
-from topics.records import FallbackRequest, RawPage, page_id
+from topics.records import FallbackRequest, RawPage, document_id, page_id
 from topics.topics import DEAD_LETTERS, FALLBACK, PAGES, RECORDS
 
 pytestmark = pytest.mark.kafka
@@ -118,7 +118,8 @@ def test_every_input_ends_as_exactly_one_record_fallback_or_dead_letter(
         assert record_message.topic == RECORDS, describe_dead_letter(record_message)
         record = json.loads(record_message.value)
         assert record["extractor"] == "dripper:learned"
-        assert record_message.key == page_id(page.url, page.html).encode()
+        assert record_message.key == document_id(page.url).encode()  # stable per URL
+        assert record["version"] == page_id(page.url, page.html)  # per content
     (over,) = by_source[pages[-1].url.encode()]
     over_record = json.loads(over.value)
     assert over_record["extractor"] == "fallback:trafilatura"
