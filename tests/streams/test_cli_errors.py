@@ -89,8 +89,13 @@ def test_every_command_s_help_ends_with_an_example(command: str, capsys) -> None
     with pytest.raises(SystemExit):
         main([command, "--help"])
     lines = capsys.readouterr().out.rstrip().splitlines()
-    assert lines[-2] == "example:", lines
-    assert lines[-1].strip().split()[0] in ("dripstream", "make", "DRIPSTREAM_BROKERS=kafka:9092")
+    headers = [n for n, line in enumerate(lines) if line in ("example:", "examples:")]
+    assert headers, lines
+    examples = lines[headers[-1] + 1 :]
+    assert examples, lines
+    for line in examples:
+        assert line.startswith("  "), lines
+        assert line.split()[0] in ("dripstream", "make", "DRIPSTREAM_BROKERS=kafka:9092"), line
 
 
 def test_top_level_help_is_plain_text_with_exit_codes_and_an_example(capsys) -> None:
