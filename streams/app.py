@@ -140,11 +140,6 @@ def build_app(settings: StreamSettings, labeller: Labeller | None = None) -> fau
 
     async def deliver(stage: str, outputs: list[Outbound]) -> None:
         await asyncio.gather(*(send(output) for output in outputs))
-        for output in outputs:
-            metrics.PAGES_OUT.labels(stage, output.route).inc()
-            if output.route == "deadletter":
-                error_class = output.headers.get(ERROR_HEADER, b"").decode() or "unknown"
-                metrics.ERRORS.labels(stage, error_class).inc()
 
     handle = chained_handler(settings, context)
     agent_health = health.AgentHealth()
@@ -205,11 +200,11 @@ def chained_handler(settings: StreamSettings, context: StageContext) -> Handle:
         final: list[Outbound] = []
         onward: dict[str, list[Inbound]] = {}
         for output in outputs:
+            _count(stage, output)
             target = local.get(output.topic)
             if target is None or target == stage:
                 final.append(output)
                 continue
-            metrics.PAGES_OUT.labels(stage, output.route).inc()
             name = settings.topic_prefix + output.topic
             onward.setdefault(target, []).append(
                 Inbound(name, -1, -1, output.key, output.value, output.headers)
@@ -220,6 +215,14 @@ def chained_handler(settings: StreamSettings, context: StageContext) -> Handle:
         return final
 
     return handle
+
+
+def _count(stage: str, output: Outbound) -> None:
+    """An output of ``stage``, by route (dead letters also by error class)."""
+    metrics.PAGES_OUT.labels(stage, output.route).inc()
+    if output.route == "deadletter":
+        error_class = output.headers.get(ERROR_HEADER, b"").decode() or "unknown"
+        metrics.ERRORS.labels(stage, error_class).inc()
 
 
 def _batch_agent(

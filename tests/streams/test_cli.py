@@ -29,7 +29,8 @@ def article_file(tmp_path: Path) -> Path:
 
 
 def test_extract_prints_markdown_of_the_main_content(article_file: Path, capsys) -> None:
-    assert main(["extract", str(article_file), "--url", "https://rail.example/n/1"]) == 0
+    url = ["--url", "https://rail.example/n/1", "--labeller", "heuristic"]
+    assert main(["extract", str(article_file), *url]) == 0
     out = capsys.readouterr().out
     assert "# Night trains are back" in out
     assert "[route map](https://rail.example/routes)" in out
@@ -62,7 +63,8 @@ def test_extract_jsonl_writes_one_line_per_input_line(tmp_path: Path) -> None:
     ]
     source.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     target = tmp_path / "out.jsonl"
-    assert main(["extract", "--jsonl", str(source), "--out", str(target), "--quiet"]) == 0
+    options = ["--out", str(target), "--quiet", "--labeller", "heuristic"]
+    assert main(["extract", "--jsonl", str(source), *options]) == 0
     results = [json.loads(line) for line in target.read_text(encoding="utf-8").splitlines()]
     assert [r["input_id"] for r in results] == ["a", "b", "c"]
     assert [r["status"] for r in results] == ["ok", "error", "error"]
@@ -107,7 +109,7 @@ def test_extract_reads_a_warc_file_into_records(tmp_path: Path) -> None:
         ],
     )
     out = tmp_path / "records.jsonl"
-    assert main(["extract", str(warc), "-o", str(out), "--quiet"]) == 0
+    assert main(["extract", str(warc), "-o", str(out), "--quiet", "--labeller", "heuristic"]) == 0
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["url"] for r in records] == ["https://rail.example/n/1", "https://rail.example/n/2"]
     assert all("# Night trains are back" in r["markdown"] for r in records)
