@@ -120,6 +120,8 @@ def main() -> None:
         "cache_counts": cascade.cache.counts,
     }
     print(json.dumps(result, indent=1))
+    if hasattr(teacher, "close"):
+        teacher.close()
 
 
 if __name__ == "__main__":
