@@ -25,7 +25,7 @@ import gzip
 import json
 import lzma
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -60,20 +60,25 @@ def open_text(path: Path) -> IO[str]:
     return path.open(encoding="utf-8")
 
 
+def parse_rows(lines: Iterable[str], where: str) -> Iterator[dict[str, Any]]:
+    """JSON objects, one a line; raises SourceError naming ``where`` and the line."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise SourceError(f"{where}:{number}: not a JSON object: {error}") from None
+        if not isinstance(row, dict):
+            raise SourceError(f"{where}:{number}: not a JSON object")
+        yield row
+
+
 def read_rows(path: str | Path) -> Iterator[dict[str, Any]]:
-    """JSON objects, one a line; raises SourceError with the line number otherwise."""
+    """The JSON objects of a (plain, gzip or xz) JSONL file."""
     path = Path(path)
     with open_text(path) as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise SourceError(f"{path}:{number}: not a JSON object: {error}") from None
-            if not isinstance(row, dict):
-                raise SourceError(f"{path}:{number}: not a JSON object")
-            yield row
+        yield from parse_rows(lines, str(path))
 
 
 def raw_page_from_row(row: dict[str, Any], html: str | None = None) -> RawPage:

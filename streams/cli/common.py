@@ -97,3 +97,20 @@ def stream_settings(args: argparse.Namespace) -> StreamSettings:
 
 def with_example(text: str) -> str:
     return f"example:\n  {text}"
+
+
+def add_command(
+    commands: argparse._SubParsersAction,
+    name: str,
+    summary: str,
+    example: str,
+    description: str | None = None,
+) -> argparse.ArgumentParser:
+    """A subcommand whose ``--help`` says what it does and ends with an example."""
+    return commands.add_parser(
+        name,
+        help=summary,
+        description=description or summary,
+        epilog=with_example(example),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )

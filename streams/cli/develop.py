@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from streams.cli.common import UsageError, stream_settings, with_example
+from streams.cli.common import UsageError, add_command, stream_settings
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 BROKER_SCRIPT = CHECKOUT / "scripts" / "broker.sh"
@@ -64,16 +64,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    def parser(name: str, summary: str, example: str) -> argparse.ArgumentParser:
-        return commands.add_parser(
-            name,
-            help=summary,
-            description=summary,
-            epilog=with_example(example),
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-
-    demo = parser(
+    demo = add_command(
+        commands,
         "demo",
         "run the whole stream locally, print a ledger, search what it indexed (source checkout)",
         "make demo",
@@ -95,7 +87,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     demo.set_defaults(run=cmd_demo)
 
-    soak = parser(
+    soak = add_command(
+        commands,
         "soak",
         "run the pipeline under a simulated crawl with faults (source checkout)",
         "dripstream soak --pages 2000 --kill-every 30 --broker-pause 30",
@@ -114,8 +107,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     soak.add_argument("--seed", type=int, default=7, help="random seed of the simulated crawl")
     soak.set_defaults(run=cmd_soak)
 
-    broker = parser(
-        "broker", "the local Apache Kafka broker (source checkout)", "dripstream broker up"
+    broker = add_command(
+        commands,
+        "broker",
+        "the local Apache Kafka broker (source checkout)",
+        "dripstream broker up",
     )
     broker.add_argument("action", choices=("up", "down", "status", "logs"), help="what to do")
     broker.set_defaults(run=cmd_broker)

@@ -26,7 +26,7 @@ from processors.sources import (
     JSONL_SUFFIXES,
     WARC_SUFFIXES,
     InputPage,
-    SourceError,
+    parse_rows,
     raw_page_from_row,
     read_pages,
     read_rows,
@@ -35,11 +35,11 @@ from processors.templates import TemplateCascade
 from streams.cli.common import (
     EXIT_INPUT,
     UsageError,
+    add_command,
     add_pipeline_options,
     add_profile_options,
     labeller_from_args,
     pipeline_from_args,
-    with_example,
 )
 
 BATCH = 32
@@ -95,16 +95,7 @@ def _check_sources(sources: list[str]) -> None:
 
 def _stdin_rows() -> Iterator[dict]:
     """JSON objects, one a line, from standard input (``--jsonl -``)."""
-    for number, line in enumerate(sys.stdin, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise SourceError(f"stdin:{number}: not a JSON object: {error}") from None
-        if not isinstance(row, dict):
-            raise SourceError(f"stdin:{number}: not a JSON object")
-        yield row
+    return parse_rows(sys.stdin, "stdin")
 
 
 def _jsonl_pages(source: str) -> Iterator[InputPage]:
@@ -259,13 +250,13 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    extract = commands.add_parser(
+    extract = add_command(
+        commands,
         "extract",
-        help="HTML in, Markdown out (offline)",
+        "HTML in, Markdown out (offline)",
+        "dripstream extract pages.warc.gz -o records.jsonl",
         description="Extract the main content of pages. One HTML file (or standard input) "
         "prints its Markdown; JSONL, WARC, folders or --out write one record per page.",
-        epilog=with_example("dripstream extract pages.warc.gz -o records.jsonl"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     extract.add_argument(
         "sources",
@@ -295,24 +286,24 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_pipeline_options(extract)
     extract.set_defaults(run=cmd_extract)
 
-    simple = commands.add_parser(
+    simple = add_command(
+        commands,
         "simplify",
-        help="show the simplified sequence and counts",
+        "show the simplified sequence and counts",
+        "dripstream simplify page.html --profile mineru-html-qwen3-0.6b",
         description="Print the simplified page the labeller reads, with block and token counts.",
-        epilog=with_example("dripstream simplify page.html --profile mineru-html-qwen3-0.6b"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     simple.add_argument("file", help="HTML file, or - for standard input")
     simple.add_argument("--charset", help="the input's charset, if known")
     add_profile_options(simple)
     simple.set_defaults(run=cmd_simplify, quiet=False)
 
-    evaluation = commands.add_parser(
+    evaluation = add_command(
+        commands,
         "eval",
-        help="ROUGE-5 F1 against gold on a JSONL dataset",
+        "ROUGE-5 F1 against gold on a JSONL dataset",
+        "dripstream eval ../shared/data/articles_dev.jsonl --json",
         description="Run the pipeline on every page of a dataset and score it against gold.",
-        epilog=with_example("dripstream eval ../shared/data/articles_dev.jsonl --json"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     evaluation.add_argument("dataset", help="JSONL (.jsonl[.gz|.xz]) with html and gold")
     evaluation.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -325,27 +316,25 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_pipeline_options(evaluation)
     evaluation.set_defaults(run=cmd_eval)
 
-    labels = commands.add_parser(
+    labels = add_command(
+        commands,
         "labels",
-        help="derive block labels from gold text (training data)",
+        "derive block labels from gold text (training data)",
+        "dripstream labels derive ../shared/data/articles_dev.jsonl --out labelled.jsonl",
         description="Simplify each page of a dataset and label each block main or other "
         "by how much of its text the gold contains, in order (the rule: processors/labels.py).",
-        epilog=with_example(
-            "dripstream labels derive ../shared/data/articles_dev.jsonl --out labelled.jsonl"
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     labels.add_argument("action", choices=("derive",), help="what to do")
     labels.add_argument("dataset", help="JSONL (.jsonl[.gz|.xz]) with html and gold")
     labels.add_argument("--out", "-o", required=True, help="labelled pages, JSONL")
     labels.set_defaults(run=cmd_labels)
 
-    training = commands.add_parser(
+    training = add_command(
+        commands,
         "train",
-        help="train the learned labeller (grouped CV for its calibration, then the model)",
+        "train the learned labeller (grouped CV for its calibration, then the model)",
+        "dripstream train --data ../shared/data --model model.json",
         description="Train the learned block classifier on the dev files, reproducibly.",
-        epilog=with_example("dripstream train --data ../shared/data --model model.json"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     training.add_argument("--data", default="../shared/data", help="folder of the dev files")
     training.add_argument(

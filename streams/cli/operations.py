@@ -11,7 +11,7 @@ import sys
 import msgspec
 
 from processors.labellers.registry import LABELLERS
-from streams.cli.common import UsageError, add_profile_options, stream_settings, with_example
+from streams.cli.common import UsageError, add_command, add_profile_options, stream_settings
 from streams.stages import DEFAULT_STAGES, STAGES
 from topics.topics import ALL_TOPICS, RECORDS
 
@@ -161,18 +161,8 @@ def cmd_labellers(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parser(commands: argparse._SubParsersAction, name: str, summary: str, example: str):
-    return commands.add_parser(
-        name,
-        help=summary,
-        description=summary,
-        epilog=with_example(example),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-
-
 def register(commands: argparse._SubParsersAction) -> None:
-    worker = _parser(
+    worker = add_command(
         commands,
         "worker",
         "run stream stages until SIGTERM (settings: DRIPSTREAM_* variables)",
@@ -186,20 +176,20 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_profile_options(worker)
     worker.set_defaults(run=cmd_worker, profile=None)
 
-    topics = _parser(
+    topics = add_command(
         commands, "topics", "create or describe the pipeline topics", "dripstream topics create"
     )
     topics.add_argument("action", choices=("create", "describe"), help="what to do")
     topics.set_defaults(run=cmd_topics)
 
-    produce = _parser(
+    produce = add_command(
         commands, "produce", "feed pages to the pages topic", "dripstream produce crawl.warc.gz"
     )
     produce.add_argument("sources", nargs="+", help="HTML files, folders, JSONL or WARC files")
     produce.add_argument("--quiet", action="store_true", help="no progress bar")
     produce.set_defaults(run=cmd_produce)
 
-    tail = _parser(
+    tail = add_command(
         commands, "tail", "print the messages of a topic", "dripstream tail records --last 5"
     )
     tail.add_argument("topic", choices=ALL_TOPICS, help="short topic name (without prefix)")
@@ -207,7 +197,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     tail.add_argument("--idle", type=float, default=2.0, help="stop after N idle seconds")
     tail.set_defaults(run=cmd_tail)
 
-    search = _parser(
+    search = add_command(
         commands,
         "search",
         "search the records a search sink indexed (title and Markdown); exit 1: no hit",
@@ -229,7 +219,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     search.add_argument("--json", action="store_true", help="one JSON object per hit")
     search.set_defaults(run=cmd_search)
 
-    dlq = _parser(
+    dlq = add_command(
         commands,
         "dlq",
         "inspect or replay dead letters (each at most once)",
@@ -245,7 +235,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     dlq.add_argument("--idle", type=float, default=2.0, help="stop after N idle seconds")
     dlq.set_defaults(run=cmd_dlq)
 
-    templates = _parser(
+    templates = add_command(
         commands,
         "templates",
         "list, show, export (CSS selectors for review) or drop a site's templates",
@@ -255,7 +245,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     templates.add_argument("site", nargs="?", help="registrable domain, e.g. example.com")
     templates.set_defaults(run=cmd_templates)
 
-    config = _parser(
+    config = add_command(
         commands,
         "config",
         "print the stream settings in force (secrets masked)",
@@ -263,7 +253,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     config.set_defaults(run=cmd_config)
 
-    labellers = _parser(
+    labellers = add_command(
         commands, "labellers", "list the registered labellers", "dripstream labellers"
     )
     labellers.set_defaults(run=cmd_labellers)
