@@ -152,3 +152,9 @@ def test_page_id_separates_url_from_content() -> None:
 
 def test_page_id_accepts_urls_with_lone_surrogates() -> None:
     assert page_id("https://e.com/\udc80", b"x") != page_id("https://e.com/", b"x")
+
+
+def test_topics_keep_the_producer_s_codec_so_the_broker_never_recompresses() -> None:
+    from topics.topics import topic_specs
+
+    assert {spec.config()["compression.type"] for spec in topic_specs()} == {"producer"}
