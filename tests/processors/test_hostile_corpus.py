@@ -50,23 +50,41 @@ def _dripstream() -> list[str]:
     return [found] if found else [sys.executable, "-m", "streams.cli"]
 
 
+# Runs the command and writes its peak RSS (KiB, wait4) to argv[1]. A child forked by this
+# small launcher starts from the launcher's size; one spawned straight from pytest would
+# inherit pytest's high-water mark (Linux keeps it across exec), which after the vLLM tests
+# is gigabytes.
+LAUNCHER = (
+    "import os, sys\n"
+    "pid = os.posix_spawn(sys.argv[2], sys.argv[2:], os.environ)\n"
+    "_, status, usage = os.wait4(pid, 0)\n"
+    "open(sys.argv[1], 'w').write(str(usage.ru_maxrss))\n"
+    "sys.exit(os.waitstatus_to_exitcode(status))\n"
+)
+
+
 def run_extract(case: HostileCase, folder: Path, limit_s: float) -> Run:
-    """``dripstream extract`` on the case; this child's own peak RSS from wait4()."""
+    """``dripstream extract`` on the case, with its own peak RSS (and its children's)."""
     page = folder / "page.html"
     page.write_bytes(case.data)
     command = [*_dripstream(), "extract", str(page), "--url", URL, "--labeller", "heuristic"]
     if case.charset:
         command += ["--charset", case.charset]
-    out, err = folder / "stdout", folder / "stderr"
+    out, err, peak = folder / "stdout", folder / "stderr", folder / "peak_kib"
+    launcher = [sys.executable, "-c", LAUNCHER, str(peak), *command]
     started = time.monotonic()
     with out.open("wb") as stdout, err.open("wb") as stderr:
-        process = os.posix_spawn(  # no pipes: wait4() gives this child's rusage
-            command[0], command, os.environ, file_actions=_redirect(stdout, stderr)
+        process = os.posix_spawn(
+            launcher[0],
+            launcher,
+            os.environ,
+            file_actions=_redirect(stdout, stderr),
+            setsid=True,  # its own process group: a timeout kills the whole tree
         )
     killer = threading.Timer(limit_s, lambda: _kill(process))
     killer.start()
     try:
-        _, status, usage = os.wait4(process, 0)
+        _, status = os.waitpid(process, 0)
     finally:
         killer.cancel()
     wall = time.monotonic() - started
@@ -76,7 +94,7 @@ def run_extract(case: HostileCase, folder: Path, limit_s: float) -> Run:
         out.read_text(errors="replace"),
         err.read_text(errors="replace"),
         wall,
-        usage.ru_maxrss / 1024,  # KiB on Linux
+        int(peak.read_text() or 0) / 1024 if peak.exists() else 0.0,  # KiB on Linux
     )
 
 
@@ -90,7 +108,7 @@ def _redirect(stdout, stderr) -> list[tuple]:  # type: ignore[no-untyped-def]
 
 def _kill(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
 
 
 def check(case: HostileCase, folder: Path) -> Run:
