@@ -21,7 +21,7 @@ from topics.topics import DAY_MS, MAX_MESSAGE_BYTES, TopicSpec, topic_specs
 if TYPE_CHECKING:
     from streams.stages import Inbound
 
-FETCH_BYTES = 8 * 1024 * 1024  # per partition; a larger single message still comes through
+FETCH_BYTES = 2 * 1024 * 1024  # per partition; a larger single message still comes through
 
 
 def ssl_context(settings: StreamSettings) -> ssl.SSLContext | None:

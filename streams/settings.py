@@ -74,7 +74,11 @@ SETTINGS = (
     Setting("DRIPSTREAM_LABEL_RETRIES", "3", "labeller attempts per batch before fallback"),
     Setting("DRIPSTREAM_RETRY_BACKOFF_MS", "200", "first retry delay, doubled per attempt"),
     Setting("DRIPSTREAM_PAGE_TIMEOUT_S", "15", "per-page time limit of CPU work (then killed)"),
-    Setting("DRIPSTREAM_PAGE_MEMORY_MIB", "256", "per-page memory limit of CPU work (sandbox)"),
+    Setting(
+        "DRIPSTREAM_PAGE_MEMORY_MIB",
+        "192",
+        "memory one page may use beyond the sandbox child's code",
+    ),
     Setting(
         "DRIPSTREAM_SINK",
         "",

@@ -259,7 +259,7 @@ def test_worker_serves_health_readiness_and_metrics(
     stream_settings: StreamSettings, workers
 ) -> None:
     port = _free_port()
-    workers.start(DRIPSTREAM_WEB_PORT=str(port))
+    workers.start(DRIPSTREAM_WEB_PORT=str(port), DRIPSTREAM_LABELLER="heuristic")
     page = RawPage(url="https://metrics.example/", html=b"<p>Counted once.</p>")
     asyncio.run(send_all(stream_settings, [(b"https://metrics.example/", to_msgpack(page), [])]))
     asyncio.run(wait_for_outputs(stream_settings, [b"https://metrics.example/"], 60))
