@@ -20,6 +20,7 @@ import logging
 import uuid
 
 from aiokafka import TopicPartition
+from aiokafka.errors import KafkaError
 
 from processors.templates import TemplateCache
 from streams import metrics
@@ -110,22 +111,42 @@ class TemplateStore:
 
     async def publish(self) -> int:
         """Send the sites the cache changed since the last call (and count what the cache
-        did in the metrics); returns how many sites were sent."""
+        did in the metrics); returns how many sites were sent. Best effort: templates are
+        a cache, so a failed send is logged and retried with the next batch, and never
+        stops the label stage (an idempotent producer cannot resume after some broker
+        outages: it is replaced)."""
         self._count()
         sites = self.cache.drain_changed()
         if not sites or self._producer is None:
             return 0
-        pending = []
-        for site in sites:
-            state = self.cache.state(site)
-            value = to_msgpack(state) if state is not None else None
-            pending.append(
-                await self._producer.send(
-                    self.topic, value, key=site.encode(), headers=[(WRITER_HEADER, self.writer)]
+        try:
+            pending = []
+            for site in sites:
+                state = self.cache.state(site)
+                value = to_msgpack(state) if state is not None else None
+                pending.append(
+                    await self._producer.send(
+                        self.topic, value, key=site.encode(), headers=[(WRITER_HEADER, self.writer)]
+                    )
                 )
+            await asyncio.gather(*pending)
+        except KafkaError as error:
+            log.warning(
+                "publishing %d site templates failed (%s); retrying later", len(sites), error
             )
-        await asyncio.gather(*pending)
+            self.cache.changed.update(sites)
+            await self._replace_producer()
+            return 0
         return len(sites)
+
+    async def _replace_producer(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._producer.stop()  # type: ignore[union-attr]
+        self._producer = producer(self.settings)
+        try:
+            await self._producer.start()
+        except KafkaError as error:
+            log.warning("template producer restart failed (%s); retrying later", error)
 
     def _count(self) -> None:
         for name, value in self.cache.counts.items():
