@@ -57,7 +57,7 @@ class Limits:
     child's data segment beyond what its code and context hold."""
 
     timeout_s: float = 15.0
-    memory_mib: int = 192
+    memory_mib: int = 160
 
 
 class InProcess(Generic[C]):

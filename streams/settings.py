@@ -76,7 +76,7 @@ SETTINGS = (
     Setting("DRIPSTREAM_PAGE_TIMEOUT_S", "15", "per-page time limit of CPU work (then killed)"),
     Setting(
         "DRIPSTREAM_PAGE_MEMORY_MIB",
-        "192",
+        "160",
         "memory one page may use beyond the sandbox child's code",
     ),
     Setting(

@@ -30,7 +30,7 @@ REFUSED_SIZE = frozenset({"TooLarge"})
 REFUSED_SHAPE = frozenset({"TooDeep", "TooManyElements"})
 NOT_A_PAGE = frozenset({"NotHtml", "EmptyDocument"})
 # A page within every size and element limit whose parse still needs more memory than the
-# sandbox gives one page (256 MiB): a record where it fits, else PageMemoryExceeded.
+# sandbox gives one page (160 MiB): a record where it fits, else PageMemoryExceeded.
 RECORD_WITHIN_MEMORY = frozenset({RECORD, "PageMemoryExceeded"})
 MIB = 1024 * 1024
 
