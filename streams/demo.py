@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from processors.sources import read_pages
-from streams.kafka import create_topics
+from streams.kafka import create_topics, ready_partitions, specs
 from streams.settings import StreamSettings
 from streams.tools import compute_ledger, produce_pages, wait_for_outputs
 from topics.topics import DEAD_LETTERS
@@ -168,6 +168,8 @@ def run_demo(
     worker = None
     try:
         asyncio.run(create_topics(settings))
+        names = [spec.name(settings.topic_prefix) for spec in specs(settings)]
+        asyncio.run(ready_partitions(settings, names, timeout_s=30))  # before the worker joins
         worker = start_worker(settings, log_path, **sink)
         pages = (page.raw for source in sources for page in read_pages(source))
         started = time.monotonic()

@@ -126,6 +126,21 @@ async def topic_partitions(settings: StreamSettings, names: list[str]) -> dict[s
     }
 
 
+async def ready_partitions(
+    settings: StreamSettings, names: list[str], timeout_s: float = 5.0
+) -> dict[str, list[int]]:
+    """``topic_partitions``, waiting up to ``timeout_s`` for topics created a moment ago
+    to list their partitions (a consumer that starts before that ignores them)."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    found = await topic_partitions(settings, names)
+    while not all(found.get(name) for name in names):
+        if asyncio.get_running_loop().time() >= deadline:
+            break
+        await asyncio.sleep(0.5)
+        found = await topic_partitions(settings, names)
+    return found
+
+
 async def describe_topics(settings: StreamSettings) -> list[dict[str, Any]]:
     names = [spec.name(settings.topic_prefix) for spec in specs(settings)]
     found = await topic_partitions(settings, names)

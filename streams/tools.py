@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 import msgspec
 from aiokafka import TopicPartition
 
-from streams.kafka import consumer, producer, topic_partitions
+from streams.kafka import consumer, producer, ready_partitions
 from streams.settings import StreamSettings
 from streams.stages import ATTEMPTS_HEADER, ERROR_HEADER, SOURCE_HEADER
 from topics.codecs import from_msgpack, to_msgpack
@@ -89,10 +89,9 @@ async def read_topics(
     the deadline, whichever comes first.
     """
     names = [settings.topic_prefix + short for short in shorts]
+    found = await ready_partitions(settings, names)
     partitions = [
-        TopicPartition(name, number)
-        for name, numbers in (await topic_partitions(settings, names)).items()
-        for number in numbers
+        TopicPartition(name, number) for name, numbers in found.items() for number in numbers
     ]
     messages: list[TopicMessage] = []
     if not partitions:
