@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from abc import ABC, abstractmethod
 from typing import IO, Any
 
 import msgspec
@@ -24,7 +25,9 @@ import msgspec
 from processors.pipeline import Outcome
 
 
-class _JsonlSink:
+class _JsonlSink(ABC):
+    """One JSON object a line to a file or standard output; subclasses say which."""
+
     def __init__(self, target: str) -> None:
         self._own = target not in ("", "-")
         self._out: IO[str] = (
@@ -34,8 +37,9 @@ class _JsonlSink:
         )
         self.written = 0
 
+    @abstractmethod
     def _line(self, outcome: Outcome, input_id: str | None) -> dict[str, Any] | None:
-        raise NotImplementedError
+        """The line for this outcome, or None to write nothing."""
 
     def write(self, outcome: Outcome, input_id: str | None = None) -> None:
         line = self._line(outcome, input_id)
