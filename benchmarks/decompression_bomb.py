@@ -18,7 +18,6 @@ import json
 import threading
 import time
 import uuid
-from dataclasses import replace
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
@@ -56,13 +55,7 @@ def main() -> None:
     if not already_running:
         broker("up")
     run = uuid.uuid4().hex[:8]
-    settings = replace(
-        StreamSettings.from_env(),
-        topic_prefix=f"bomb-{run}.",
-        group_prefix=f"bomb-{run}-",
-        stages=("simplify",),
-        web_port=0,
-    )
+    settings = StreamSettings.from_env().for_run(f"bomb-{run}", stages=("simplify",), web_port=0)
     asyncio.run(create_topics(settings))
     log = Path("out") / f"bomb-worker-{run}.log"
     log.parent.mkdir(exist_ok=True)

@@ -22,7 +22,6 @@ import subprocess
 import threading
 import time
 import uuid
-from dataclasses import replace
 from pathlib import Path
 
 from processors.labellers.registry import DEFAULT_LABELLER, build_labeller
@@ -108,12 +107,7 @@ def main() -> None:
     if not already_running:
         broker("up")
     run = uuid.uuid4().hex[:8]
-    settings = replace(
-        StreamSettings.from_env(),
-        topic_prefix=f"bench-{run}.",
-        group_prefix=f"bench-{run}-",
-        web_port=0,
-    )
+    settings = StreamSettings.from_env().for_run(f"bench-{run}", web_port=0)
     asyncio.run(create_topics(settings))
     log = Path("out") / f"bench-worker-{run}.log"
     log.parent.mkdir(exist_ok=True)

@@ -15,7 +15,6 @@ import re
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from processors.sources import read_pages
@@ -149,11 +148,7 @@ def run_demo(
         )
         return 1
     run_id = time.strftime("%Y%m%d%H%M%S")
-    settings = replace(
-        settings,
-        topic_prefix=f"{settings.topic_prefix}demo-{run_id}.",
-        group_prefix=f"{settings.group_prefix}demo-{run_id}-",
-    )
+    settings = settings.for_run(f"demo-{run_id}")
     log_path = ROOT / "out" / f"demo-worker-{run_id}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     index_target = f"{SEARCH_URL}/dripstream-demo-{run_id}"

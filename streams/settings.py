@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from gpu_worker.profiles import DEFAULT_PROFILE
@@ -211,6 +211,16 @@ class StreamSettings:
             verify_pages=self.template_verify_pages,
             shadow_rate=self.template_shadow_rate,
             max_sites=self.template_sites,
+        )
+
+    def for_run(self, tag: str, **changes: object) -> StreamSettings:
+        """A copy with topics and groups of their own (``<prefix><tag>.``), for a demo,
+        a soak or a benchmark that must not meet earlier runs' messages."""
+        return replace(
+            self,
+            topic_prefix=f"{self.topic_prefix}{tag}.",
+            group_prefix=f"{self.group_prefix}{tag}-",
+            **changes,  # type: ignore[arg-type]
         )
 
     def group_id(self) -> str:

@@ -214,12 +214,7 @@ def run_soak(
     if not already_running and broker("up") != 0:
         raise RuntimeError("the local Kafka broker did not start")
     run_id = time.strftime("%Y%m%d%H%M%S")
-    settings = replace(
-        settings,
-        topic_prefix=f"{settings.topic_prefix}soak-{run_id}.",
-        group_prefix=f"{settings.group_prefix}soak-{run_id}-",
-        web_port=0,
-    )
+    settings = settings.for_run(f"soak-{run_id}", web_port=0)
     log_dir = Path("out") / f"soak-{run_id}"
     log_dir.mkdir(parents=True, exist_ok=True)
     asyncio.run(create_topics(settings))

@@ -56,3 +56,10 @@ def test_every_documented_setting_is_in_the_readme() -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     missing = [setting.env for setting in SETTINGS if f"`{setting.env}`" not in readme]
     assert not missing
+
+
+def test_a_run_gets_topics_and_groups_of_its_own() -> None:
+    base = StreamSettings.from_env({})
+    run = base.for_run("demo-7", web_port=0)
+    assert run.topic_prefix == "dripstream.demo-7." and run.group_prefix == "dripstream-demo-7-"
+    assert run.web_port == 0 and run.brokers == base.brokers
