@@ -48,6 +48,7 @@ Function = Callable[[Any, Any], Any]
 
 log = logging.getLogger("dripstream.sandbox")
 MIB = 1024 * 1024
+MEMORY_EXIT = 75  # the child's exit code when a request could not be received for memory
 STARTUP_TIMEOUT_S = 120.0  # a fresh child imports the work's modules before its first page
 
 
@@ -101,6 +102,8 @@ def child_main(fd: int, memory_mib: int) -> None:
             request = connection.recv()
         except EOFError:
             return
+        except MemoryError:  # the request itself does not fit: the pipe is out of step
+            os._exit(MEMORY_EXIT)
         if request is None:
             return
         function, item = request
@@ -240,6 +243,10 @@ class Sandbox(Generic[C]):
         log.warning("sandbox child died (exit code %s); restarting", code)
         # An allocation the cap refused ends as SIGSEGV/SIGABRT in native code as often as
         # a MemoryError: both are the page's doing, so both count as memory.
+        if code == MEMORY_EXIT:
+            return PageMemoryExceeded(
+                f"the page itself is over the {self.limits.memory_mib} MiB limit"
+            )
         if code is not None and code < 0:
             return PageMemoryExceeded(
                 f"the page's work died with signal {-code} under the "

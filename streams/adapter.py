@@ -32,6 +32,9 @@ URL_HEADERS = ("url", "x-url", "dripstream-url")
 _MSGPACK_MAP = frozenset((*range(0x80, 0x90), 0xDE, 0xDF))  # fixmap, map16, map32
 
 
+MAX_KEY_BYTES = 64 * 1024  # longer than any URL a crawler fetches
+
+
 class MalformedInput(ValueError):
     """A message on the pages topic that is neither a RawPage nor a usable bare page."""
 
@@ -144,10 +147,21 @@ def _json_page(value: bytes) -> RawPage:
     return RawPage(**fields)
 
 
-def parse_raw_page(key: bytes | None, value: bytes | None, headers: dict[str, bytes]) -> RawPage:
-    """Turn one pages-topic message into a RawPage; raises MalformedInput."""
+def check_envelope(key: bytes | None, value: bytes | None) -> None:
+    """The checks that need no parsing (cheap enough for the consumer's own process,
+    before the page is copied anywhere); raises MalformedInput."""
     if not value:
         raise MalformedInput("the message has no value")
+    if key is not None and len(key) > MAX_KEY_BYTES:
+        raise MalformedInput(
+            f"the key is {len(key)} bytes; a page key (a URL or an id) may hold {MAX_KEY_BYTES}"
+        )
+
+
+def parse_raw_page(key: bytes | None, value: bytes | None, headers: dict[str, bytes]) -> RawPage:
+    """Turn one pages-topic message into a RawPage; raises MalformedInput."""
+    check_envelope(key, value)
+    assert value is not None
     if value[0] in _MSGPACK_MAP:
         try:
             page = _versioned(msgspec.msgpack.decode(value, type=RawPage))

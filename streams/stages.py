@@ -37,7 +37,7 @@ from processors.pipeline import (
 from processors.sandbox import InProcess, PageRunner
 from processors.sinks import DocumentRefused, Refusal, Sink
 from streams import metrics
-from streams.adapter import MalformedInput, parse_raw_page
+from streams.adapter import MalformedInput, check_envelope, parse_raw_page
 from topics.codecs import SchemaVersionError, from_json, from_msgpack, to_json, to_msgpack
 from topics.records import (
     DeadLetter,
@@ -281,15 +281,18 @@ async def run_pages(
 
 
 async def simplify_batch(messages: Sequence[Inbound], context: StageContext) -> list[Outbound]:
-    """Simplify in the sandbox; a value too big to be a page even at 4 bytes a character
-    is refused here, before it is copied to the child."""
+    """Simplify in the sandbox; an empty value, an oversized key and a value too big to
+    be a page even at 4 bytes a character are refused here, before the child sees them."""
     limit = 4 * context.cpu.pipeline.simplify.max_input_chars
     outputs: list[Outbound | None] = [None] * len(messages)
     fitting = []
     for index, message in enumerate(messages):
         size = len(message.value or b"")
-        if size > limit:
-            error = TooLarge(f"{size} bytes, more than a {limit // 4}-character page can be")
+        try:
+            check_envelope(message.key, message.value)
+            if size > limit:
+                raise TooLarge(f"{size} bytes, more than a {limit // 4}-character page can be")
+        except (MalformedInput, TooLarge) as error:
             outputs[index] = dead_letter("simplify", message, error, context.cpu.payload_limit)
         else:
             fitting.append(index)

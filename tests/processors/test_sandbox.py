@@ -57,3 +57,9 @@ def test_in_process_runner_has_the_same_interface() -> None:
     assert runner.map(echo, ["a"]) == ["ctx:a"]
     [bad] = runner.map(misbehave, ["bad"])
     assert isinstance(bad, NotHtml)
+
+
+def test_an_item_too_big_to_receive_is_a_memory_error_not_a_crash(sandbox: Sandbox) -> None:
+    huge, after = sandbox.map(echo, ["x" * (400 * 1024 * 1024), "fine"])
+    assert isinstance(huge, PageMemoryExceeded)
+    assert after == "ctx:fine"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable, Sequence
 
 import msgspec
 import pytest
@@ -110,6 +111,7 @@ def test_input_adapter_accepts_msgpack_json_and_bare_html() -> None:
     ("key", "value"),
     [
         (b"k", b""),
+        (b"k" * (64 * 1024 + 1), b"<p>x</p>"),
         (b"k", None),
         (None, b"<p>no url anywhere</p>"),
         (b"k", to_msgpack(RawPage(url="u", html=b"x"))[:10]),
@@ -304,3 +306,30 @@ def test_a_value_too_big_to_be_a_page_is_refused_before_the_sandbox() -> None:
     first, second = asyncio.run(STAGES["simplify"].handle([big, fine], stage))
     assert first.topic == "deadletters" and first.headers[ERROR_HEADER] == b"TooLarge"
     assert second.topic in ("simplified", "fallback")
+
+
+class _RecordingRunner:
+    """A page runner that runs in process and remembers what reached it."""
+
+    def __init__(self, context: CpuContext) -> None:
+        self.seen: list[Inbound] = []
+        self.context = context
+
+    def map(self, function: Callable, items: Sequence) -> list:
+        self.seen.extend(items)
+        return [function(self.context, item) for item in items]
+
+
+def test_an_empty_value_or_an_oversized_key_is_refused_before_the_sandbox() -> None:
+    runner = _RecordingRunner(cpu())
+    stage = context(runner=runner)
+    empty = inbound(b"", key=b"k" * (30 * 1024 * 1024))
+    long_key = inbound(ARTICLE, key=b"https://a.example/" + b"x" * 70_000)
+    fine = inbound(ARTICLE)
+    outputs = asyncio.run(STAGES["simplify"].handle([empty, long_key, fine], stage))
+    assert [output.headers.get(ERROR_HEADER) for output in outputs[:2]] == [
+        b"MalformedInput",
+        b"MalformedInput",
+    ]
+    assert outputs[2].topic in ("simplified", "fallback")
+    assert runner.seen == [fine]
