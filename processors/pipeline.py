@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from processors.crawl import charset_param, header_dict, http_body
 from processors.decode import check_html, decode_html
-from processors.errors import PageError
+from processors.errors import PageError, TooLarge
 from processors.fallback import EXTRACTOR as FALLBACK_EXTRACTOR
 from processors.fallback import fallback_markdown
 from processors.labellers.base import Labeller, LabelOutcome
@@ -55,17 +55,21 @@ def _ms_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
 
 
-def decoded_page(raw: RawPage) -> str:
+def decoded_page(raw: RawPage, max_chars: int | None = None) -> str:
     """The page as text, checked: raises a PageError for input that is not a page.
 
     The HTTP body's framing and content codings are undone first (``http_body``); the
     charset is the byte-order mark's, else the record's, else the Content-Type's, else
-    the page's own or detected (``decode_html``)."""
+    the page's own or detected (``decode_html``). An ASCII body (no NUL: not UTF-16) over
+    ``max_chars`` bytes is that many characters in any codec, so it is refused before the
+    decode copies it."""
     headers = raw.headers
     if any(not name.islower() for name in headers):
         headers = header_dict(headers)
     content_type = raw.content_type or headers.get("content-type")
     body = http_body(raw.html, headers)
+    if max_chars is not None and len(body) > max_chars and body.isascii() and b"\0" not in body:
+        raise TooLarge(f"{len(body)} characters, limit {max_chars}")
     text = decode_html(body, raw.charset or charset_param(content_type))
     check_html(body, text, content_type)
     return text
@@ -113,7 +117,7 @@ def simplify_page(
         return gone_record(raw)
     started = time.perf_counter()
     crawl = crawl_info(raw)
-    text = decoded_page(raw)
+    text = decoded_page(raw, settings.simplify.max_input_chars)
     document = simplify(text, settings.simplify)
     pid = page_id(raw.url, raw.html)
     tokens = settings.token_counter.count(document.simplified_html)

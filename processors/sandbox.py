@@ -25,6 +25,7 @@ context (settings, tokenizer) is sent once when the child starts.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib
 import logging
 import os
@@ -47,7 +48,11 @@ R = TypeVar("R")
 Function = Callable[[Any, Any], Any]
 
 log = logging.getLogger("dripstream.sandbox")
+_data_limit: int | None = None  # the data segment cap, in a sandbox child
 MIB = 1024 * 1024
+# libxml2 reports a refused allocation as e.g. XPathEvalError("unknown error"): an error
+# raised while the data segment is this close to the cap counts as memory.
+NEAR_LIMIT_BYTES = 8 * 1024 * 1024
 MEMORY_EXIT = 75  # the child's exit code when a request could not be received for memory
 STARTUP_TIMEOUT_S = 120.0  # a fresh child imports the work's modules before its first page
 
@@ -94,7 +99,8 @@ def child_main(fd: int, memory_mib: int) -> None:
     importlib.import_module(module)  # before "ready": imports are not a page's time
     # The budget is per page, on top of what the code and the context (a tokenizer can
     # take a hundred MiB) already hold.
-    limit = _data_bytes() + memory_mib * MIB
+    global _data_limit
+    limit = _data_limit = _data_bytes() + memory_mib * MIB
     resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     connection.send("ready")
     while True:
@@ -114,13 +120,40 @@ def child_main(fd: int, memory_mib: int) -> None:
             reply = (False, PageMemoryExceeded(f"over the {memory_mib} MiB limit"))
         except PageError as error:
             reply = (False, error)
-        except Exception as error:  # a bug: the caller classifies it
-            reply = (False, WorkerCrashed(f"{type(error).__name__}: {error}"))
+        except Exception as error:  # a bug, or a library's report of a failed allocation
+            reply = (False, memory_error_for(error) or WorkerCrashed(_describe(error)))
         del item
+        retiring = _grown(limit - memory_mib * MIB, memory_mib)
         try:
-            connection.send(reply)
+            connection.send((*reply, retiring))
         except MemoryError:
-            connection.send((False, PageMemoryExceeded("the result is over the limit")))
+            connection.send((False, PageMemoryExceeded("the result is over the limit"), True))
+            return
+        if retiring:
+            return
+
+
+def memory_error_for(error: Exception) -> PageMemoryExceeded | None:
+    """In a sandbox child at its memory cap, the error as PageMemoryExceeded (libxml2, for
+    one, reports a refused allocation as ``XPathEvalError("unknown error")``); else None."""
+    if _data_limit is None or _data_bytes() <= _data_limit - NEAR_LIMIT_BYTES:
+        return None
+    return PageMemoryExceeded(f"at the page memory limit: {_describe(error)}")
+
+
+def _describe(error: Exception) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def _grown(base: int, memory_mib: int) -> bool:
+    """Whether the heap kept a quarter of the page budget after a page (fragments the
+    allocator did not give back even when asked): the next page would start short, so
+    the child retires and the next page gets a fresh one."""
+    if _data_bytes() - base <= memory_mib * MIB // 4:
+        return False
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(0)
+    return _data_bytes() - base > memory_mib * MIB // 4
 
 
 def _data_bytes() -> int:
@@ -143,6 +176,7 @@ class Sandbox(Generic[C]):
         self.context = context
         self.limits = limits or Limits()
         self.restarts = 0
+        self.retirements = 0  # children that left on their own after a page (heap grown)
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._connection: Connection | None = None
@@ -208,10 +242,13 @@ class Sandbox(Generic[C]):
             error = self._wait(connection, time.monotonic() + self.limits.timeout_s)
         if error is None:
             try:
-                _ok, value = connection.recv()
+                _ok, value, retiring = connection.recv()
             except (EOFError, OSError):
                 error = self._death()
             else:
+                if retiring:
+                    self.retirements += 1
+                    self._stop()
                 return value
         self.restarts += 1
         self._stop()
@@ -273,4 +310,7 @@ PageRunner = InProcess[Any] | Sandbox[Any]
 
 
 if __name__ == "__main__":
-    child_main(int(sys.argv[1]), int(sys.argv[2]))
+    # Run the importable module's copy, so the work code sees the child's memory cap.
+    from processors.sandbox import child_main as main
+
+    main(int(sys.argv[1]), int(sys.argv[2]))

@@ -34,7 +34,7 @@ from processors.pipeline import (
     simplify_page,
     to_fallback,
 )
-from processors.sandbox import InProcess, PageRunner
+from processors.sandbox import InProcess, PageRunner, memory_error_for
 from processors.sinks import DocumentRefused, Refusal, Sink
 from streams import metrics
 from streams.adapter import MalformedInput, check_envelope, parse_raw_page
@@ -195,8 +195,10 @@ def _guarded(
     except INPUT_ERRORS as error:
         return dead_letter(stage, message, error, cpu.payload_limit)
     except MemoryError:
-        raise  # the sandbox reports it as PageMemoryExceeded and replaces its child
+        raise  # the sandbox reports it as PageMemoryExceeded
     except Exception as error:  # a bug must not stall the partition: park the input
+        if memory := memory_error_for(error):
+            raise memory from error  # a failed allocation, not a bug
         log.exception("unexpected error in stage %s", stage)
         return dead_letter(stage, message, error, cpu.payload_limit)
 

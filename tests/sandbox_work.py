@@ -7,10 +7,14 @@ import signal
 import time
 
 from processors.errors import NotHtml
+from processors.sandbox import memory_error_for
 
 
 def echo(context: str, item: str) -> str:
     return f"{context}:{item}"
+
+
+KEPT: list[bytearray] = []
 
 
 def misbehave(context: object, item: str) -> str:
@@ -21,6 +25,22 @@ def misbehave(context: object, item: str) -> str:
         hoard = []
         while True:
             hoard.append(bytearray(16 * 1024 * 1024))
+    elif item == "eat-then-fail":  # as libxml2 does: a refused allocation, another error
+        hoard = []
+        try:
+            while True:
+                hoard.append(bytearray(1024 * 1024))
+        except MemoryError:
+            raise RuntimeError("unknown error") from None
+    elif item == "eat-then-ask":  # what the stages ask when a library's error arrives
+        hoard = []
+        try:
+            while True:
+                hoard.append(bytearray(1024 * 1024))
+        except MemoryError:
+            return type(memory_error_for(RuntimeError("unknown error"))).__name__
+    elif item == "keep":  # memory that outlives the page (as heap fragments do)
+        KEPT.append(bytearray(100 * 1024 * 1024))
     elif item == "segfault":
         os.kill(os.getpid(), signal.SIGSEGV)
     elif item == "exit":

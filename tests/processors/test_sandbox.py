@@ -8,7 +8,7 @@ import pytest
 from sandbox_work import echo, misbehave
 
 from processors.errors import NotHtml, PageMemoryExceeded, PageTimeout, WorkerCrashed
-from processors.sandbox import InProcess, Limits, Sandbox
+from processors.sandbox import InProcess, Limits, Sandbox, memory_error_for
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +36,25 @@ def test_a_page_over_the_memory_limit_is_a_typed_error(sandbox: Sandbox) -> None
     hungry, after = sandbox.map(misbehave, ["eat", "fine"])
     assert isinstance(hungry, PageMemoryExceeded)
     assert after.startswith("ok:fine")
+
+
+def test_an_error_raised_at_the_memory_cap_counts_as_memory(sandbox: Sandbox) -> None:
+    failed, after = sandbox.map(misbehave, ["eat-then-fail", "fine"])
+    assert isinstance(failed, PageMemoryExceeded) and "unknown error" in str(failed)
+    assert after.startswith("ok:fine")
+
+
+def test_the_work_code_can_tell_an_error_at_the_memory_cap(sandbox: Sandbox) -> None:
+    assert sandbox.map(misbehave, ["eat-then-ask"]) == ["PageMemoryExceeded"]
+    assert memory_error_for(RuntimeError("a bug")) is None  # outside a child: never
+
+
+def test_a_child_whose_heap_kept_growing_retires_after_its_page(sandbox: Sandbox) -> None:
+    retired = sandbox.retirements
+    kept, after = sandbox.map(misbehave, ["keep", "fine"])
+    assert kept.startswith("ok:keep") and after.startswith("ok:fine")
+    assert kept.split(":")[2] != after.split(":")[2], "the next page got a fresh child"
+    assert sandbox.retirements == retired + 1
 
 
 @pytest.mark.parametrize("item", ["segfault", "exit"])

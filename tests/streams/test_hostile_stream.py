@@ -12,7 +12,7 @@ import time
 import urllib.request
 
 import pytest
-from hostile_corpus import assert_renders_harmless, hostile_cases
+from hostile_corpus import RECORD, assert_renders_harmless, hostile_cases
 
 from streams.kafka import producer
 from streams.settings import StreamSettings
@@ -129,5 +129,9 @@ def test_the_hostile_corpus_ends_as_records_or_dead_letters_within_bounds(
     assert ledger.lost == 0, (ledger, workers.logs())
     assert worker.poll() is None, "the worker survived"
     assert classes["hostile-huge-key"] == "MalformedInput"
+    for case in cases:
+        outcome = classes.get(f"hostile-{case.name}", RECORD)
+        expected = {case.expected} if isinstance(case.expected, str) else case.expected
+        assert outcome in expected, (case.name, outcome, expected)
     assert watch.peak_rss <= WORKER_RSS_LIMIT_MIB, watch.peak_rss
     assert watch.slowest_health_s < 5 and watch.health_failures == 0
