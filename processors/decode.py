@@ -51,6 +51,7 @@ _BINARY_MAGIC = (
     (b"wOFF", "web font"),
 )
 _SNIFF_BYTES = 4096
+_CONTROL_CHARS = re.compile("[\x00-\x08\x0e-\x1f]")  # not whitespace: binary data
 # charset-normalizer often ranks a Central European or Baltic code page first for Western
 # text in windows-1252 (a short French page comes out as cp1257, English with curly quotes
 # as cp1250). When it cannot tell windows-1252 apart from its best guess (chaos within
@@ -282,7 +283,7 @@ def check_html(data: bytes, text: str, content_type: str | None = None) -> None:
     if content_type and not _is_html_content_type(content_type):
         raise NotHtml(f"content type {content_type!r} is not HTML")
     sample = text[:_SNIFF_BYTES]
-    controls = sum(1 for ch in sample if ch < "\x09" or "\x0e" <= ch < "\x20")
+    controls = len(_CONTROL_CHARS.findall(sample))
     if controls > len(sample) * 0.05 or sample.count("\ufffd") > len(sample) * 0.25:
         raise NotHtml("the payload looks like binary data")
     if sample.lstrip()[:1] in ("{", "[") and _is_json(text):

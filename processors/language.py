@@ -21,6 +21,7 @@ MIN_PROBABILITY = 0.5
 SAMPLE_CHARS = 8000
 _LINK_TARGETS = re.compile(r"\]\([^)]*\)|<https?://[^>]*>|https?://\S+")
 _SYNTAX = re.compile(r"[#*_`>|\[\]\\$~=\s-]+")
+_LETTER = re.compile(r"[^\W\d_]")
 
 
 @lru_cache(maxsize=1)
@@ -33,7 +34,7 @@ def _detector() -> Any:
 def detect_language(text: str) -> str | None:
     """The language code of ``text``, or None when unsure (see the module docstring)."""
     sample = _SYNTAX.sub(" ", _LINK_TARGETS.sub(" ", text[:SAMPLE_CHARS])).strip()
-    if sum(1 for ch in sample if ch.isalpha()) < MIN_LETTERS:
+    if sum(1 for _ in zip(range(MIN_LETTERS), _LETTER.finditer(sample))) < MIN_LETTERS:
         return None
     [best] = _detector().detect(sample, model="lite", k=1) or [{}]
     language, score = best.get("lang"), best.get("score", 0.0)

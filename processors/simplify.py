@@ -61,6 +61,9 @@ _NOT_NESTING = VOID_TAGS | frozenset(
 _RUBY_PARTS = frozenset(("rb", "rt", "rtc", "rp"))
 _FOREIGN = frozenset(("svg", "math"))
 _FORMATTING = frozenset("a b big code em font i nobr s small strike strong tt u".split())
+_FORMATTING_START = re.compile(
+    r"<(?:[bisu]|%s)[\s/>]" % "|".join(sorted(_FORMATTING - {"a", "b", "i", "s", "u"})), re.I
+)
 # At most one open at a time: a new one closes the one before.
 _ONE_OPEN = frozenset(("a", "nobr", "button", "form"))
 # Start tags where formatting elements opened inside the previous block are re-created.
@@ -163,11 +166,20 @@ _Item = _Inline | _Block | str  # str: container markup in the simplified page
 
 
 def _escape_text(text: str) -> str:
-    return htmlmod.escape(text, quote=False)
+    # Most text has nothing to escape: three substring tests beat the function call.
+    if "&" in text or "<" in text or ">" in text:
+        return htmlmod.escape(text, quote=False)
+    return text
+
+
+def _escape_value(value: str) -> str:
+    if "&" in value or '"' in value or "<" in value or ">" in value or "'" in value:
+        return htmlmod.escape(value)
+    return value
 
 
 def _attrs_markup(attrs: list[tuple[str, str]]) -> str:
-    return "".join(f' {name}="{htmlmod.escape(value)}"' for name, value in attrs)
+    return "".join(f' {name}="{_escape_value(value)}"' for name, value in attrs)
 
 
 def _image_src(attributes: dict[str, str | None]) -> str:
@@ -305,7 +317,10 @@ class _Walker:
             simp = _WHITESPACE.sub(" ", text)
             if len(simp) > self.config.max_text_chars:
                 simp = simp[: self.config.max_text_chars]
-        return _Inline([_escape_text(simp)], [_escape_text(text)], len(text.strip()), False, False)
+        size = len(text.strip())
+        if "&" in text or "<" in text or ">" in text:
+            simp, text = _escape_text(simp), _escape_text(text)
+        return _Inline([simp], [text], size, False, False)
 
     def element(
         self, node: LexborNode, tag: str, depth: int, atomic: bool, in_article: bool, in_pre: bool
@@ -460,10 +475,19 @@ def check_markup(html: str, config: SimplifyConfig | None = None) -> None:
     elements, TooManyElements past twice ``max_elements`` tags or when the estimate of the
     elements the parser creates exceeds ``max_elements``."""
     limit = (config or SimplifyConfig()).max_elements
-    if html.count("<") > 2 * limit:  # C-speed bound first; the exact count only then
+    opens = html.count("<")
+    if opens > 2 * limit:  # C-speed bound first; the exact count only then
         tags = sum(1 for _ in _ANY_TAG.finditer(html))
         if tags > 2 * limit:
             raise TooManyElements(f"the markup holds {tags} tags, more than {2 * limit}")
+    # Most pages are safe by C-speed bounds alone, which skips the scan below: the depth
+    # is at most the start tags; the estimate at most the start tags times the formatting
+    # elements that can be open (every one but <a>, which closes the one before, plus it).
+    starts = opens - html.count("</")
+    if starts <= PARSE_DEPTH_LIMIT:
+        formatting = sum(1 for _ in _FORMATTING_START.finditer(html))
+        if starts * (formatting + 2) <= limit:
+            return
     depth = ruby = foreign = 0
     starts = rebuilt = active = 0
     one_open: set[str] = set()
