@@ -41,6 +41,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from processors.html_tags import BLOCK_TAGS, HEADING_TAGS
 
 _WHITESPACE = re.compile(r"[ \t\r\n\f\v]+")
+_SPACES = re.compile(r"[ \t\r\f\v]+")  # whitespace but line breaks
 _BLANK_LINES = re.compile(r"\n{3,}")
 # Anywhere in text: characters that open HTML, links, code, emphasis or table cells;
 # ``_`` only where it could be emphasis (not inside a word); ``&`` only before what would
@@ -125,7 +126,7 @@ def _list_start(value: str | None) -> int:
 
 
 def _escape_text(text: str) -> str:
-    return _INLINE_ESCAPE.sub(lambda match: "\\" + match.group(0), text)
+    return _INLINE_ESCAPE.sub(r"\\\g<0>", text)
 
 
 def _escape_line_start(line: str) -> str:
@@ -399,7 +400,7 @@ def _trail(text: str) -> str:
 
 def _tidy_inline(text: str) -> str:
     """Collapse spaces, trim each line (line breaks come from <br>)."""
-    lines = [_WHITESPACE.sub(" ", line).strip() for line in text.split("\n")]
+    lines = [line.strip() for line in _SPACES.sub(" ", text).split("\n")]
     return "\n".join(line for line in lines if line)
 
 
