@@ -183,6 +183,8 @@ class _Converter:
         return _URL_UNSAFE.sub(lambda match: f"%{ord(match.group(0)):02X}", value)
 
     def text(self, text: str) -> str:
+        if text.isspace() and text.isascii():  # the indentation between tags
+            return " "
         text = _WHITESPACE.sub(" ", text)
         return text if self.html_depth else _escape_text(text)
 

@@ -307,6 +307,8 @@ class _Walker:
     def _text(self, text: str, in_pre: bool) -> _Inline | None:
         if not text:
             return None
+        if not in_pre and text.isspace():  # most text nodes: the indentation between tags
+            return _Inline([" "], [text], 0, False, False)
         if in_pre:
             simp = (
                 text
