@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from itertools import islice
 from typing import Any
 
 MIN_LETTERS = 24
@@ -34,7 +35,7 @@ def _detector() -> Any:
 def detect_language(text: str) -> str | None:
     """The language code of ``text``, or None when unsure (see the module docstring)."""
     sample = _SYNTAX.sub(" ", _LINK_TARGETS.sub(" ", text[:SAMPLE_CHARS])).strip()
-    if sum(1 for _ in zip(range(MIN_LETTERS), _LETTER.finditer(sample))) < MIN_LETTERS:
+    if sum(1 for _ in islice(_LETTER.finditer(sample), MIN_LETTERS)) < MIN_LETTERS:
         return None
     [best] = _detector().detect(sample, model="lite", k=1) or [{}]
     language, score = best.get("lang"), best.get("score", 0.0)

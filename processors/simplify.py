@@ -61,9 +61,8 @@ _NOT_NESTING = VOID_TAGS | frozenset(
 _RUBY_PARTS = frozenset(("rb", "rt", "rtc", "rp"))
 _FOREIGN = frozenset(("svg", "math"))
 _FORMATTING = frozenset("a b big code em font i nobr s small strike strong tt u".split())
-_FORMATTING_START = re.compile(
-    r"<(?:[bisu]|%s)[\s/>]" % "|".join(sorted(_FORMATTING - {"a", "b", "i", "s", "u"})), re.I
-)
+_LONGER_FORMATTING = "|".join(sorted(_FORMATTING - {"a", "b", "i", "s", "u"}))
+_FORMATTING_START = re.compile(rf"<(?:[bisu]|{_LONGER_FORMATTING})[\s/>]", re.I)
 # At most one open at a time: a new one closes the one before.
 _ONE_OPEN = frozenset(("a", "nobr", "button", "form"))
 # Start tags where formatting elements opened inside the previous block are re-created.
