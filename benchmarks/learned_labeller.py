@@ -37,9 +37,11 @@ from processors.training import (
     TRAIN_FILES,
     cross_validate,
     file_key,
+    fit_second_opinion,
     load_pages,
     load_rows,
     train,
+    with_second_opinion,
 )
 from processors.wordf1 import word_score
 
@@ -108,7 +110,13 @@ def cv_run(data: Path, out: Path, seed: int, model: str | None) -> dict:
     pages = load_pages(data)
     _log(f"prepared {len(pages)} pages in {time.perf_counter() - started:.0f} s")
     report = cross_validate(data, seed=seed, pages=pages, cache_dir=out, log=_log)
+    rule, rule_check = fit_second_opinion(report.results, seed)
+    report.results.extend(with_second_opinion(report.results, rule))
+    print(f"second opinion {rule}; fitted on half the sites, gain on the other half:")
+    for check in rule_check["held_out_halves"]:
+        print(f"  {check}")
     result = report.to_json()
+    result["second_opinion"] = rule_check
     (out / "cv.json").write_text(json.dumps(result))
     word, rouge = result["word_f1"], result["rouge5"]
     with_found, leaked = result["with_found"], result["without_leaked"]

@@ -17,9 +17,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import msgspec
+
 from processors.crawl import charset_param, header_dict, http_body
 from processors.decode import check_html, decode_html
-from processors.errors import PageError, TooLarge
+from processors.errors import NothingSelected, PageError, TooLarge
 from processors.fallback import EXTRACTOR as FALLBACK_EXTRACTOR
 from processors.fallback import fallback_markdown
 from processors.labellers.base import Labeller, LabelOutcome
@@ -42,6 +44,7 @@ from topics.records import (
 )
 
 DRIPPER_EXTRACTOR = "dripper"
+SECOND_OPINION = "second_opinion"  # the fallback reason of a page the labeller was unsure of
 
 
 @dataclass(frozen=True)
@@ -206,6 +209,7 @@ def apply_label_outcomes(
                 labeller=outcome.labeller or labeller_name,
                 token_count=page.token_count,
                 confidence=outcome.confidence,
+                second_opinion=outcome.second_opinion,
                 source=page.source,
                 timings_ms=timings,
                 crawl=page.crawl,
@@ -215,13 +219,14 @@ def apply_label_outcomes(
 
 
 def reconstruct_page(page: LabelledPage) -> PageRecord | FallbackRequest:
-    """Markdown from the main blocks; nothing selected -> fallback."""
+    """Markdown from the main blocks; nothing selected -> fallback; a page the labeller
+    asked a second opinion on -> fallback with this record as the candidate."""
     started = time.perf_counter()
     try:
         result = reconstruct(page.mapping_blocks, page.labels, base_url=page.url)
     except PageError as error:
         return to_fallback(page, error.reason, "reconstruct")
-    return PageRecord(
+    record = PageRecord(
         **_record_fields(page.url, page.page_id, page.crawl),  # type: ignore[arg-type]
         title=page.title,
         markdown=result.markdown,
@@ -232,12 +237,33 @@ def reconstruct_page(page: LabelledPage) -> PageRecord | FallbackRequest:
         token_count=page.token_count,
         timings_ms={**page.timings_ms, "reconstruct": _ms_since(started)},
     )
+    if page.second_opinion is None:
+        return record
+    return msgspec.structs.replace(
+        to_fallback(page, SECOND_OPINION, "reconstruct"),
+        candidate=record,
+        second_opinion=page.second_opinion,
+    )
 
 
 def fallback_page(request: FallbackRequest, raw: RawPage) -> PageRecord:
-    """trafilatura on the page; raises NothingSelected when it finds nothing either."""
+    """trafilatura on the page; raises NothingSelected when it finds nothing either. On a
+    second opinion, the candidate stays unless trafilatura's Markdown has at least
+    ``second_opinion`` times its words."""
     started = time.perf_counter()
-    markdown = fallback_markdown(decoded_page(raw), request.url)
+    candidate = request.candidate
+    try:
+        markdown = fallback_markdown(decoded_page(raw), request.url)
+    except NothingSelected:
+        if candidate is None:
+            raise
+        markdown = ""
+    if candidate is not None and (
+        not markdown
+        or len(markdown.split()) < (request.second_opinion or 0.0) * len(candidate.markdown.split())
+    ):
+        timings = {**candidate.timings_ms, "second_opinion": _ms_since(started)}
+        return msgspec.structs.replace(candidate, timings_ms=timings)
     return PageRecord(
         **_record_fields(request.url, request.page_id, request.crawl),  # type: ignore[arg-type]
         title=request.title,

@@ -134,7 +134,9 @@ class SimplifiedPage(msgspec.Struct, frozen=True, kw_only=True):
 
 class LabelledPage(msgspec.Struct, frozen=True, kw_only=True):
     """A page with one label per block (topic: labelled); ``confidence`` is the
-    labeller's calibrated page-level confidence when it gives one."""
+    labeller's calibrated page-level confidence when it gives one; ``second_opinion``
+    (set when the labeller is unsure) asks the fallback extractor to run too, its
+    Markdown replacing ours when it holds at least that many times our words."""
 
     page_id: str
     url: str
@@ -144,6 +146,7 @@ class LabelledPage(msgspec.Struct, frozen=True, kw_only=True):
     labeller: str
     token_count: int
     confidence: float | None = None
+    second_opinion: float | None = None
     source: SourceRef | None = None
     crawl: CrawlInfo | None = None
     timings_ms: dict[str, float] = {}
@@ -152,7 +155,9 @@ class LabelledPage(msgspec.Struct, frozen=True, kw_only=True):
 
 class FallbackRequest(msgspec.Struct, frozen=True, kw_only=True):
     """A page the model path could not serve, with the reason (topic: fallback). The
-    fallback stage reads the page itself from ``source``."""
+    fallback stage reads the page itself from ``source``. A second opinion (reason
+    ``second_opinion``) carries our record as ``candidate``: the fallback's Markdown
+    replaces it only when it holds ``second_opinion`` times its words (see LabelledPage)."""
 
     page_id: str
     url: str
@@ -162,6 +167,8 @@ class FallbackRequest(msgspec.Struct, frozen=True, kw_only=True):
     source: SourceRef | None = None
     token_count: int = 0
     crawl: CrawlInfo | None = None
+    candidate: PageRecord | None = None
+    second_opinion: float | None = None
     timings_ms: dict[str, float] = {}
     schema_version: int = SCHEMA_VERSION
 

@@ -22,6 +22,9 @@ class LabelOutcome:
     """Calibrated probability that the page's labels are right, when the labeller has one."""
     labeller: str | None = None
     """Who labelled this page when not the labeller itself (a cascade's ``template``)."""
+    second_opinion: float | None = None
+    """Set when the labeller is unsure: the fallback extractor also runs, and its Markdown
+    replaces ours when it holds at least this many times our words (0: whenever any)."""
 
     @property
     def ok(self) -> bool:

@@ -26,6 +26,14 @@ scoring a page never saw it, nor its domain), stored in the model file as a step
 function and applied with linear interpolation. A page with no block selected has
 confidence 0.
 
+Second opinion (``LabelOutcome.second_opinion``): on a page the model is unsure of, the
+fallback extractor (trafilatura) also runs, and its Markdown replaces ours when it holds at
+least ``second_opinion`` times our words (0: whenever it finds any). The rule, on the raw
+score, is stored in the model file (``SecondOpinion``: below ``replace_below`` the
+fallback's Markdown is preferred, below ``compare_below`` it must be ``longer_ratio`` times
+longer) and fitted by ``processors.training.fit_second_opinion`` on out-of-fold pages.
+``DRIPSTREAM_SECOND_OPINION=0`` turns it off (one fallback run fewer per unsure page).
+
 Routing: with ``min_confidence`` (argument, or the ``DRIPSTREAM_LEARNED_MIN_CONFIDENCE``
 environment variable) a page below it gets no labels but ``failure="low_confidence"``
 (its confidence still set), so the pipeline sends it to the fallback, or a cascade to
@@ -40,7 +48,7 @@ import time
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -51,12 +59,29 @@ from topics.records import MAIN, OTHER, SimplifiedPage
 MODEL_FORMAT = "dripstream-learned-labeller"
 MODEL_RESOURCE = "learned_labeller.json"
 MIN_CONFIDENCE_ENV = "DRIPSTREAM_LEARNED_MIN_CONFIDENCE"
+SECOND_OPINION_ENV = "DRIPSTREAM_SECOND_OPINION"
 _LOG_TEXT = FEATURE_NAMES.index("log_text")
 
 
 def default_model_path() -> Path:
     """The model file shipped inside the package (``processors/models/``)."""
     return Path(str(resources.files("processors.models").joinpath(MODEL_RESOURCE)))
+
+
+class SecondOpinion(NamedTuple):
+    """When the fallback extractor's Markdown may replace ours (see the module docstring)."""
+
+    replace_below: float
+    compare_below: float
+    longer_ratio: float
+
+    def ratio(self, raw: float) -> float | None:
+        """The word ratio at which the fallback's Markdown wins, None: no second opinion."""
+        if raw < self.replace_below:
+            return 0.0
+        if raw < self.compare_below:
+            return self.longer_ratio
+        return None
 
 
 class LearnedModel:
@@ -68,11 +93,13 @@ class LearnedModel:
         threshold: float = 0.5,
         calibration: dict[str, list[float]] | None = None,
         meta: dict[str, Any] | None = None,
+        second_opinion: SecondOpinion | None = None,
     ) -> None:
         self.booster = booster
         self.threshold = threshold
         self.calibration = calibration
         self.meta = meta or {}
+        self.second_opinion = second_opinion
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> LearnedModel:
@@ -87,11 +114,13 @@ class LearnedModel:
                 f"{path}: features v{document.get('feature_version')}, code v{FEATURE_VERSION}"
             )
         booster = lightgbm.Booster(model_str=document["lightgbm"])
+        rule = document.get("second_opinion")
         return cls(
             booster,
             threshold=float(document["threshold"]),
             calibration=document.get("calibration"),
             meta=document.get("meta", {}),
+            second_opinion=SecondOpinion(**rule) if rule else None,
         )
 
     def save(self, path: str | Path) -> None:
@@ -101,6 +130,7 @@ class LearnedModel:
             "feature_names": list(FEATURE_NAMES),
             "threshold": self.threshold,
             "calibration": self.calibration,
+            "second_opinion": self.second_opinion._asdict() if self.second_opinion else None,
             "meta": self.meta,
             "lightgbm": self.booster.model_to_string(),
         }
@@ -141,6 +171,9 @@ class LearnedLabeller:
         if min_confidence is None and os.environ.get(MIN_CONFIDENCE_ENV):
             min_confidence = float(os.environ[MIN_CONFIDENCE_ENV])
         self.min_confidence = min_confidence
+        self.second_opinion = (
+            self.model.second_opinion if os.environ.get(SECOND_OPINION_ENV, "1") != "0" else None
+        )
 
     def label_one(self, page: SimplifiedPage) -> tuple[list[str], float, float]:
         """(labels, calibrated confidence, raw confidence) of one page."""
@@ -156,7 +189,7 @@ class LearnedLabeller:
         outcomes = []
         for page in pages:
             started = time.perf_counter()
-            labels, confidence, _raw = self.label_one(page)
+            labels, confidence, raw = self.label_one(page)
             latency = (time.perf_counter() - started) * 1000
             if self.min_confidence is not None and confidence < self.min_confidence:
                 outcomes.append(
@@ -165,5 +198,10 @@ class LearnedLabeller:
                     )
                 )
             else:
-                outcomes.append(LabelOutcome(labels, latency_ms=latency, confidence=confidence))
+                second = self.second_opinion.ratio(raw) if self.second_opinion else None
+                outcomes.append(
+                    LabelOutcome(
+                        labels, latency_ms=latency, confidence=confidence, second_opinion=second
+                    )
+                )
         return outcomes

@@ -31,7 +31,14 @@ from streams.stages import (
     simplify_message,
 )
 from topics.codecs import from_msgpack, to_msgpack
-from topics.records import DeadLetter, FallbackRequest, RawPage, SimplifiedPage, SourceRef
+from topics.records import (
+    DeadLetter,
+    FallbackRequest,
+    LabelledPage,
+    RawPage,
+    SimplifiedPage,
+    SourceRef,
+)
 from topics.topics import ALL_TOPICS, MAX_MESSAGE_BYTES
 
 ARTICLE = (
@@ -333,3 +340,28 @@ def test_an_empty_value_or_an_oversized_key_is_refused_before_the_sandbox() -> N
     ]
     assert outputs[2].topic in ("simplified", "fallback")
     assert runner.seen == [fine]
+
+
+def test_an_unsure_page_takes_the_second_opinion_route_through_the_fallback_topic() -> None:
+    page = inbound(ARTICLE)
+    simplified = from_msgpack(simplify_message(cpu(), page).value, SimplifiedPage)
+    labelled = LabelledPage(
+        page_id=simplified.page_id,
+        url=simplified.url,
+        title=simplified.title,
+        mapping_blocks=simplified.mapping_blocks,
+        labels=["main"] * simplified.block_count,
+        labeller="learned",
+        token_count=simplified.token_count,
+        source=simplified.source,
+        second_opinion=5.0,  # trafilatura must find five times our words to replace them
+    )
+    labelled_in = Inbound("p.labelled", 0, 3, b"k", to_msgpack(labelled), {})
+    request = reconstruct_message(cpu(), labelled_in)
+    assert request.topic == "fallback"
+    stage = context(fetch_sources=_fetcher({page.ref(): page}))
+    fallback_in = Inbound("p.fallback", 0, 4, request.key, request.value, request.headers)
+    (output,) = asyncio.run(fallback_batch([fallback_in], stage))
+    record = msgspec.json.decode(output.value)
+    assert output.topic == "records" and record["extractor"] == "dripper:learned"
+    assert "morning ferry" in record["markdown"] and "second_opinion" in record["timings_ms"]

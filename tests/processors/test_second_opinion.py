@@ -1,0 +1,133 @@
+"""The second opinion: on pages the learned labeller is unsure of, trafilatura also runs
+and its Markdown replaces ours only where the rule in the model file prefers it."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from processors.errors import NothingSelected
+from processors.labellers.learned import LearnedLabeller, LearnedModel, SecondOpinion
+from processors.pipeline import (
+    SECOND_OPINION,
+    PipelineSettings,
+    extract_pages,
+    fallback_page,
+    reconstruct_page,
+    simplify_page,
+)
+from processors.sources import raw_page_from_row
+from processors.training import PageResult, fit_second_opinion, with_second_opinion
+from topics.records import MAIN, OTHER, FallbackRequest, LabelledPage, PageRecord, RawPage
+
+ARTICLE = (
+    "<html><head><title>Tides</title></head><body><nav><a href='/'>Home</a></nav>"
+    "<article><h1>Tides</h1>"
+    + "".join(
+        f"<p>Paragraph {i}: the tide comes in twice a day along this coast, and the harbour "
+        "master posts the times on the board by the pier every morning.</p>"
+        for i in range(6)
+    )
+    + "</article><footer><p>Contact the harbour office for permits.</p></footer></body></html>"
+)
+RAW = raw_page_from_row({"url": "https://harbour.example/tides", "html": ARTICLE})
+RULE = SecondOpinion(replace_below=0.5, compare_below=0.8, longer_ratio=1.5)
+
+
+def test_the_rule_asks_for_a_second_opinion_only_below_its_thresholds() -> None:
+    assert RULE.ratio(0.3) == 0.0
+    assert RULE.ratio(0.6) == 1.5
+    assert RULE.ratio(0.9) is None
+
+
+def _labelled(second_opinion: float | None, main_blocks: int) -> LabelledPage:
+    page = simplify_page(RAW, PipelineSettings())
+    labels = [MAIN if i < main_blocks else OTHER for i in range(page.block_count)]
+    return LabelledPage(
+        page_id=page.page_id,
+        url=page.url,
+        title=page.title,
+        mapping_blocks=page.mapping_blocks,
+        labels=labels,
+        labeller="learned",
+        token_count=page.token_count,
+        second_opinion=second_opinion,
+    )
+
+
+def test_a_sure_page_is_its_record_at_once() -> None:
+    assert isinstance(reconstruct_page(_labelled(None, 3)), PageRecord)
+
+
+def test_an_unsure_page_goes_to_the_fallback_with_its_record_as_candidate() -> None:
+    request = reconstruct_page(_labelled(1.5, 3))
+    assert isinstance(request, FallbackRequest) and request.reason == SECOND_OPINION
+    assert request.candidate is not None and request.candidate.extractor == "dripper:learned"
+    assert request.second_opinion == 1.5
+    decoded = msgspec.msgpack.decode(msgspec.msgpack.encode(request), type=FallbackRequest)
+    assert decoded == request  # it travels on the fallback topic
+
+
+def test_the_fallback_replaces_a_short_candidate_and_keeps_a_long_one() -> None:
+    short = reconstruct_page(_labelled(1.5, 2))  # the title and one paragraph
+    record = fallback_page(short, RAW)
+    assert record.extractor == "fallback:trafilatura" and record.fallback_reason == SECOND_OPINION
+    full = reconstruct_page(_labelled(1.5, 7))  # every paragraph: trafilatura is not longer
+    kept = fallback_page(full, RAW)
+    assert kept.extractor == "dripper:learned" and kept.markdown == full.candidate.markdown
+    assert "second_opinion" in kept.timings_ms
+
+
+def test_ratio_zero_prefers_the_fallback_whenever_it_finds_something() -> None:
+    request = reconstruct_page(_labelled(0.0, 7))
+    assert fallback_page(request, RAW).extractor == "fallback:trafilatura"
+
+
+def test_the_candidate_stands_when_the_fallback_finds_nothing() -> None:
+    request = reconstruct_page(_labelled(0.0, 7))
+    empty = RawPage(
+        url=RAW.url,
+        html=b"<html><head><title>x</title></head><body><script>1</script></body></html>",
+    )
+    kept = fallback_page(request, empty)
+    assert kept.extractor == "dripper:learned" and kept.markdown == request.candidate.markdown
+    with pytest.raises(NothingSelected):
+        fallback_page(msgspec.structs.replace(request, candidate=None), empty)
+
+
+def test_the_shipped_model_carries_a_rule_and_the_switch_turns_it_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model = LearnedModel.load()
+    assert model.second_opinion is not None
+    assert LearnedLabeller(model).second_opinion == model.second_opinion
+    monkeypatch.setenv("DRIPSTREAM_SECOND_OPINION", "0")
+    assert LearnedLabeller(model).second_opinion is None
+
+
+def test_the_pipeline_serves_unsure_pages_through_the_second_opinion() -> None:
+    always = LearnedModel.load()
+    always.second_opinion = SecondOpinion(replace_below=2.0, compare_below=2.0, longer_ratio=0)
+    [outcome] = extract_pages([RAW], LearnedLabeller(always), PipelineSettings())
+    assert outcome.record is not None and outcome.record.fallback_reason == SECOND_OPINION
+
+
+def _result(file: str, page: str, extractor: str, score: float, words: int, raw: float):
+    return PageResult(
+        file, page, f"site-{page}", "article", extractor, score, score, score, None, None,
+        None, raw, raw, "dripper:learned" if extractor == "learned" else None, words,
+    )  # fmt: skip
+
+
+def test_the_fitted_rule_takes_the_fallback_where_it_wins_on_held_out_pages() -> None:
+    results = []
+    for i in range(40):
+        unsure = i % 2 == 0  # unsure pages: ours is short and poor, the fallback's good
+        ours, raw, theirs_words = (0.3, 0.5, 200) if unsure else (0.9, 0.95, 60)
+        results.append(_result("f", str(i), "learned", ours, 50, raw))
+        results.append(_result("f", str(i), "trafilatura", 0.8, theirs_words, 0.0))
+    rule, check = fit_second_opinion(results)
+    assert rule.ratio(0.5) is not None and rule.ratio(0.95) is None
+    assert all(half["gain"]["f"] > 0 for half in check["held_out_halves"])
+    served = with_second_opinion(results, rule)
+    assert sum(r.word_f1 for r in served) / len(served) == pytest.approx(0.85)
