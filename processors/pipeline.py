@@ -314,9 +314,12 @@ def finish_step(
     if isinstance(step, PageRecord):
         return Outcome("ok", step)
     try:
-        return Outcome("fallback", fallback_page(step, raw), reason=step.reason)
+        record = fallback_page(step, raw)
     except PageError as error:
         return _error(error, f"{step.reason}; fallback: ")
+    if record.fallback_reason is None:  # the second opinion kept our record
+        return Outcome("ok", record)
+    return Outcome("fallback", record, reason=step.reason)
 
 
 def extract_pages(

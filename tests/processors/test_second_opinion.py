@@ -109,7 +109,11 @@ def test_the_pipeline_serves_unsure_pages_through_the_second_opinion() -> None:
     always = LearnedModel.load()
     always.second_opinion = SecondOpinion(replace_below=2.0, compare_below=2.0, longer_ratio=0)
     [outcome] = extract_pages([RAW], LearnedLabeller(always), PipelineSettings())
+    assert outcome.status == "fallback" and outcome.reason == SECOND_OPINION
     assert outcome.record is not None and outcome.record.fallback_reason == SECOND_OPINION
+    always.second_opinion = SecondOpinion(replace_below=0, compare_below=2.0, longer_ratio=99)
+    [kept] = extract_pages([RAW], LearnedLabeller(always), PipelineSettings())
+    assert kept.status == "ok" and kept.record.extractor == "dripper:learned"
 
 
 def _result(file: str, page: str, extractor: str, score: float, words: int, raw: float):
