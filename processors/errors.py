@@ -21,6 +21,13 @@ class NotHtml(PageError):
     reason = "not_html"
 
 
+class ErrorStatus(PageError):
+    """The crawler's HTTP status says the body is not the page's content (a redirect, an
+    error page: any status outside 2xx but 404/410, which mean gone)."""
+
+    reason = "http_status"
+
+
 class TooLarge(PageError):
     reason = "too_large"
 

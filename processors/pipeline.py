@@ -21,7 +21,7 @@ import msgspec
 
 from processors.crawl import charset_param, header_dict, http_body
 from processors.decode import check_html, decode_html
-from processors.errors import NothingSelected, PageError, TooLarge
+from processors.errors import ErrorStatus, NothingSelected, PageError, TooLarge
 from processors.fallback import EXTRACTOR as FALLBACK_EXTRACTOR
 from processors.fallback import fallback_markdown
 from processors.labellers.base import Labeller, LabelOutcome
@@ -118,6 +118,8 @@ def simplify_page(
     found gone (HTTP 404/410) is its record at once (``gone``: sinks delete it)."""
     if raw.status in GONE_STATUSES:
         return gone_record(raw)
+    if raw.status is not None and not 200 <= raw.status < 300:
+        raise ErrorStatus(f"HTTP status {raw.status}: a redirect or error page, not content")
     started = time.perf_counter()
     crawl = crawl_info(raw)
     text = decoded_page(raw, settings.simplify.max_input_chars)

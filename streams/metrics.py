@@ -62,6 +62,19 @@ LABEL_TOKENS = Counter(
 )
 
 
+SINK_DOCUMENTS = Counter(
+    "dripstream_sink_documents_total",
+    "records the sink stage wrote, by outcome: written, deleted (gone pages), refused",
+    ["outcome"],
+    registry=REGISTRY,
+)
+SINK_SECONDS = Histogram(
+    "dripstream_sink_write_seconds",
+    "time to write and flush one batch of records through the sink",
+    registry=REGISTRY,
+)
+
+
 TEMPLATE_PAGES = Counter(
     "dripstream_template_pages_total",
     "label stage pages by path: template (served), teacher, shadow (served and checked)",

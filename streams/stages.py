@@ -421,7 +421,13 @@ async def sink_batch(messages: Sequence[Inbound], context: StageContext) -> list
             records.append((index, from_json(message.value or b"", PageRecord)))
         except INPUT_ERRORS as error:
             outputs.append(dead_letter("sink", message, error, limit))
+    started = time.perf_counter()
     refusals = await asyncio.to_thread(_write_records, context.sink, records)
+    metrics.SINK_SECONDS.observe(time.perf_counter() - started)
+    refused = {int(refusal.input_id or 0) for refusal in refusals}
+    for index, record in records:
+        outcome = "refused" if index in refused else "deleted" if record.gone else "written"
+        metrics.SINK_DOCUMENTS.labels(outcome).inc()
     for refusal in refusals:
         message = messages[int(refusal.input_id or 0)]
         error = DocumentRefused(f"{refusal.error_class}: {refusal.message}")

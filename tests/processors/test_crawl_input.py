@@ -322,3 +322,16 @@ def test_pages_gone_are_records_marked_gone_that_document_sinks_skip(tmp_path: P
         ("gone", 404),
     ]
     assert docs.read_text() == ""
+
+
+@pytest.mark.parametrize("status", [301, 302, 304, 403, 429, 500, 503])
+def test_redirect_and_error_responses_are_classified_not_extracted(status: int) -> None:
+    body = b"<html><body><h1>Service unavailable</h1><p>Please try again later.</p></body></html>"
+    [outcome] = extract([RawPage(url="https://s.example/a", html=body, status=status)])
+    assert outcome.status == "error" and outcome.error_class == "ErrorStatus"
+    assert str(status) in (outcome.message or "")
+
+
+def test_a_success_status_is_extracted() -> None:
+    [outcome] = extract([RawPage(url="https://s.example/a", html=POLISH.encode(), status=200)])
+    assert outcome.status in ("ok", "fallback") and "Pchnąć" in outcome.record.markdown

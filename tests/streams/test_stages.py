@@ -30,11 +30,12 @@ from streams.stages import (
     reconstruct_message,
     simplify_message,
 )
-from topics.codecs import from_msgpack, to_msgpack
+from topics.codecs import from_msgpack, to_json, to_msgpack
 from topics.records import (
     DeadLetter,
     FallbackRequest,
     LabelledPage,
+    PageRecord,
     RawPage,
     SimplifiedPage,
     SourceRef,
@@ -365,3 +366,29 @@ def test_an_unsure_page_takes_the_second_opinion_route_through_the_fallback_topi
     record = msgspec.json.decode(output.value)
     assert output.topic == "records" and record["extractor"] == "dripper:learned"
     assert "morning ferry" in record["markdown"] and "second_opinion" in record["timings_ms"]
+
+
+def test_the_sink_stage_writes_records_and_counts_them_by_outcome(tmp_path) -> None:
+    from processors.sinks import open_sink
+    from streams import metrics
+
+    def count(outcome: str) -> float:
+        value = metrics.REGISTRY.get_sample_value(
+            "dripstream_sink_documents_total", {"outcome": outcome}
+        )
+        return value or 0.0
+
+    before = {outcome: count(outcome) for outcome in ("written", "deleted")}
+    page = PageRecord(id="a", url="https://a.example/", title="A", markdown="# A", extractor="x")
+    gone = PageRecord(id="g", url="https://g.example/", title="", markdown="", extractor="gone")
+    messages = [
+        Inbound("p.records", 0, 3, b"a", to_json(page), {}),
+        Inbound("p.records", 0, 4, b"g", to_json(msgspec.structs.replace(gone, gone=True)), {}),
+    ]
+    out = tmp_path / "records.jsonl"
+    stage = context(sink=open_sink(str(out)))
+    assert asyncio.run(STAGES["sink"].handle(messages, stage)) == []
+    stage.sink.close()
+    assert len(out.read_text().splitlines()) == 2
+    assert count("written") == before["written"] + 1
+    assert count("deleted") == before["deleted"] + 1
