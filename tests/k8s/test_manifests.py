@@ -7,17 +7,18 @@ from pathlib import Path
 import yaml
 
 from gpu_worker.profiles import load_profile
+from processors.sinks import SINKS
 from streams.settings import SETTINGS, StreamSettings
 from streams.stages import DEFAULT_STAGES, STAGES
 
 K8S = Path(__file__).resolve().parents[2] / "k8s"
 
 
-def documents() -> list[dict]:
-    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+def documents(folder: Path = K8S) -> list[dict]:
+    kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
     docs = []
     for resource in kustomization["resources"]:
-        docs.extend(doc for doc in yaml.safe_load_all((K8S / resource).read_text()) if doc)
+        docs.extend(doc for doc in yaml.safe_load_all((folder / resource).read_text()) if doc)
     return docs
 
 
@@ -226,3 +227,27 @@ def test_the_pod_monitor_scrapes_the_workers_metrics_port() -> None:
     assert endpoint["path"] == "/metrics"
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+
+def test_the_optional_sink_stage_scales_on_the_records_topic_with_documented_settings() -> None:
+    docs = documents(K8S / "sink")
+    (deployment,) = [doc for doc in docs if doc["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["args"] == ["worker", "--stages", "sink"]
+    env = {entry["name"]: entry for entry in container["env"]}
+    assert set(env) <= {setting.env for setting in SETTINGS}
+    sink = env["DRIPSTREAM_SINK"]["value"]
+    assert sink.partition(":")[0] in SINKS
+    settings = StreamSettings.from_env({"DRIPSTREAM_STAGES": "sink", "DRIPSTREAM_SINK": sink})
+    (scaled,) = [doc for doc in docs if doc["kind"] == "ScaledObject"]
+    (trigger,) = scaled["spec"]["triggers"]
+    assert trigger["metadata"]["consumerGroup"] == settings.group_id()
+    assert trigger["metadata"]["topic"] == settings.topic_prefix + STAGES["sink"].input_topic
+    assert [doc["kind"] for doc in docs].count("PodDisruptionBudget") == 1
+    secret = yaml.safe_load((K8S / "sink" / "secret.example.yaml").read_text())
+    read = {env["DRIPSTREAM_SEARCH_USERNAME"]["valueFrom"]["secretKeyRef"]["key"]}
+    for volume in pod["volumes"]:
+        if volume["secret"]["secretName"] == secret["metadata"]["name"]:
+            read |= {item["key"] for item in volume["secret"]["items"]}
+    assert read == set(secret["stringData"])

@@ -92,12 +92,13 @@ def validate(doc: dict) -> None:
 
 def all_objects() -> list[tuple[str, dict]]:
     found = []
-    for folder in (K8S, K8S / "monitoring"):
+    for folder in (K8S, K8S / "monitoring", K8S / "sink"):
         found += [(f"{folder.name}:{d['kind']}/{d['metadata']['name']}", d) for d in render(folder)]
-    found += [
-        ("secret.example", doc)
-        for doc in yaml.safe_load_all((K8S / "secret.example.yaml").read_text())
-    ]
+    for example in (K8S / "secret.example.yaml", K8S / "sink" / "secret.example.yaml"):
+        found += [
+            (f"{example.parent.name}:secret.example", doc)
+            for doc in yaml.safe_load_all(example.read_text())
+        ]
     return found
 
 
