@@ -163,8 +163,7 @@ def speed_run(data: Path, out: Path, repeat: int, model: str | None) -> dict:
     rows = load_rows(data / "articles_dev.jsonl")
     raws = [raw_page_from_row(row) for row in rows]
     with_second = LearnedLabeller(model)
-    without = LearnedLabeller(model)
-    without.second_opinion = None
+    without = LearnedLabeller(model, second_opinion=False)
     settings = PipelineSettings(budget=TokenBudget(context_tokens=10**9))
     extract_pages(raws[:2], with_second, settings)  # warm-up (imports, caches)
     fallback_markdown(rows[0]["html"], rows[0]["url"])

@@ -100,7 +100,8 @@ def child_main(fd: int, memory_mib: int) -> None:
     # The budget is per page, on top of what the code and the context (a tokenizer can
     # take a hundred MiB) already hold.
     global _data_limit
-    limit = _data_limit = _data_bytes() + memory_mib * MIB
+    base = _data_bytes()
+    limit = _data_limit = base + memory_mib * MIB
     resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     connection.send("ready")
     while True:
@@ -123,7 +124,7 @@ def child_main(fd: int, memory_mib: int) -> None:
         except Exception as error:  # a bug, or a library's report of a failed allocation
             reply = (False, memory_error_for(error) or WorkerCrashed(_describe(error)))
         del item
-        retiring = _grown(limit - memory_mib * MIB, memory_mib)
+        retiring = _grown(base, memory_mib * MIB // 4)
         try:
             connection.send((*reply, retiring))
         except MemoryError:
@@ -145,15 +146,15 @@ def _describe(error: Exception) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def _grown(base: int, memory_mib: int) -> bool:
-    """Whether the heap kept a quarter of the page budget after a page (fragments the
-    allocator did not give back even when asked): the next page would start short, so
+def _grown(base: int, allowance: int) -> bool:
+    """Whether the heap kept more than ``allowance`` over ``base`` after a page (fragments
+    the allocator did not give back even when asked): the next page would start short, so
     the child retires and the next page gets a fresh one."""
-    if _data_bytes() - base <= memory_mib * MIB // 4:
+    if _data_bytes() - base <= allowance:
         return False
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).malloc_trim(0)
-    return _data_bytes() - base > memory_mib * MIB // 4
+    return _data_bytes() - base > allowance
 
 
 def _data_bytes() -> int:

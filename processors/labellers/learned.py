@@ -166,14 +166,15 @@ class LearnedLabeller:
         self,
         model: LearnedModel | str | Path | None = None,
         min_confidence: float | None = None,
+        second_opinion: bool | None = None,
     ) -> None:
         self.model = model if isinstance(model, LearnedModel) else LearnedModel.load(model)
         if min_confidence is None and os.environ.get(MIN_CONFIDENCE_ENV):
             min_confidence = float(os.environ[MIN_CONFIDENCE_ENV])
         self.min_confidence = min_confidence
-        self.second_opinion = (
-            self.model.second_opinion if os.environ.get(SECOND_OPINION_ENV, "1") != "0" else None
-        )
+        if second_opinion is None:
+            second_opinion = os.environ.get(SECOND_OPINION_ENV, "1") != "0"
+        self.second_opinion = self.model.second_opinion if second_opinion else None
 
     def label_one(self, page: SimplifiedPage) -> tuple[list[str], float, float]:
         """(labels, calibrated confidence, raw confidence) of one page."""
