@@ -42,10 +42,12 @@ from processors.html_tags import BLOCK_TAGS, HEADING_TAGS
 
 _WHITESPACE = re.compile(r"[ \t\r\n\f\v]+")
 _SPACES = re.compile(r"[ \t\r\f\v]+")  # whitespace but line breaks
+_NOT_SPACE_WHITESPACE = "\t\r\n\f\v"
 _BLANK_LINES = re.compile(r"\n{3,}")
 # Anywhere in text: characters that open HTML, links, code, emphasis or table cells;
 # ``_`` only where it could be emphasis (not inside a word); ``&`` only before what would
 # read as a character reference.
+_ESCAPED_CHARS = "\\`*[]<|~_&"  # every character _INLINE_ESCAPE can match
 _INLINE_ESCAPE = re.compile(r"[\\`*\[\]<|~]|(?<![^\W_])_|_(?![^\W_])|&(?=#?[0-9A-Za-z]+;)")
 # At the start of a line of text: what would start a block.
 _LINE_START = re.compile(
@@ -126,7 +128,10 @@ def _list_start(value: str | None) -> int:
 
 
 def _escape_text(text: str) -> str:
-    return _INLINE_ESCAPE.sub(r"\\\g<0>", text)
+    # Most text holds none of the characters the pattern looks for: substring tests first.
+    if any(char in text for char in _ESCAPED_CHARS):
+        return _INLINE_ESCAPE.sub(r"\\\g<0>", text)
+    return text
 
 
 def _escape_line_start(line: str) -> str:
@@ -185,7 +190,8 @@ class _Converter:
     def text(self, text: str) -> str:
         if text.isspace() and text.isascii():  # the indentation between tags
             return " "
-        text = _WHITESPACE.sub(" ", text)
+        if "  " in text or any(char in text for char in _NOT_SPACE_WHITESPACE):
+            text = _WHITESPACE.sub(" ", text)
         return text if self.html_depth else _escape_text(text)
 
     # -- blocks ---------------------------------------------------------------------------
@@ -402,6 +408,8 @@ def _trail(text: str) -> str:
 
 def _tidy_inline(text: str) -> str:
     """Collapse spaces, trim each line (line breaks come from <br>)."""
+    if "\n" not in text and "  " not in text and not any(c in text for c in "\t\r\f\v"):
+        return text.strip()
     lines = [line.strip() for line in _SPACES.sub(" ", text).split("\n")]
     return "\n".join(line for line in lines if line)
 

@@ -128,7 +128,7 @@ class SimplifiedDocument:
         return len(self.mapping_blocks)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Inline:
     """A run of inline content, serialised in both branches."""
 
@@ -150,7 +150,7 @@ class _Inline:
         return self.text_len > 0 or self.has_media
 
 
-@dataclass
+@dataclass(slots=True)
 class _Block:
     """One block: the simplified open tag is split so the id can be injected last."""
 
@@ -204,6 +204,7 @@ class _Walker:
         self.config = config
         self.root = root
         self._holders: dict[str, set[int]] = {}
+        self._nav_names: dict[tuple[str | None, str | None], bool] = {}
         self.body_text_len = max(body_text_len, 1)
         self.elements = 0
         self.deadline = time.monotonic() + config.timeout_s
@@ -232,10 +233,14 @@ class _Walker:
 
     def _named_navigation(self, node: LexborNode, attributes: dict[str, str | None]) -> bool:
         """Class/id names navigation, and the element is not where the page's text is."""
-        names = f"{attributes.get('class') or ''} {attributes.get('id') or ''}".lower()
-        if not names.strip():
+        names = attributes.get("class"), attributes.get("id")
+        if names == (None, None):
             return False
-        if not any(word in self.config.nav_words for word in _NAME_SPLIT.split(names)):
+        named = self._nav_names.get(names)
+        if named is None:
+            words = _NAME_SPLIT.split(f"{names[0] or ''} {names[1] or ''}".lower())
+            named = self._nav_names[names] = any(word in self.config.nav_words for word in words)
+        if not named:
             return False
         if node.tag == "h1" or self._holds(node, "h1"):
             return False
@@ -273,18 +278,23 @@ class _Walker:
         in_article: bool,
         in_pre: bool,
         list_limit: int = 0,
-    ) -> list[_Item]:
-        """Walk the children of ``node``; consecutive inline pieces are merged.
+    ) -> tuple[list[_Item], bool, bool]:
+        """Walk the children of ``node``; consecutive inline pieces are merged. Returns the
+        items, whether any is not inline (a block or container markup), whether any is.
 
         With ``list_limit``, list items past that count are left out of the simplified
         branch (the mapping branch keeps them).
         """
         items: list[_Item] = []
+        has_blocks = has_inline = False
+        last_inline: _Inline | None = None  # items[-1] when it is an inline run
         list_items = 0
         for child in node.iter(include_text=True):
             tag = child.tag
             if tag == "-text":
                 piece = self._text(child.text_content or "", in_pre)
+                if piece is None:
+                    continue
             elif tag == "-comment" or tag is None or tag.startswith("-"):
                 continue
             else:
@@ -293,15 +303,23 @@ class _Walker:
                     continue
                 if list_limit and tag == "li":
                     list_items += 1
-                    if list_items > list_limit and isinstance(piece, _Inline):
+                    if list_items > list_limit and type(piece) is _Inline:
                         piece.simp = []
-            if isinstance(piece, list):
+            if type(piece) is _Inline:
+                if last_inline is not None:
+                    last_inline.extend(piece)
+                else:
+                    items.append(piece)
+                    last_inline = piece
+                    has_inline = True
+                continue
+            if type(piece) is list:
                 items.extend(piece)
-            elif isinstance(piece, _Inline) and items and isinstance(items[-1], _Inline):
-                items[-1].extend(piece)
             else:
                 items.append(piece)
-        return items
+            has_blocks = True
+            last_inline = None
+        return items, has_blocks, has_inline
 
     def _text(self, text: str, in_pre: bool) -> _Inline | None:
         if not text:
@@ -341,10 +359,9 @@ class _Walker:
         starts_atomic = not atomic and tag in ATOMIC_TAGS and self._is_content_unit(node, tag)
         inner_atomic = atomic or starts_atomic or tag == "math"
         list_limit = self.config.max_list_items if starts_atomic and tag in ("ul", "ol") else 0
-        items = self.children(
+        items, has_blocks, has_inline = self.children(
             node, depth, inner_atomic, in_article, in_pre or tag == "pre", list_limit
         )
-        has_blocks = any(not isinstance(item, _Inline) for item in items)
         if not has_blocks:
             inline = self._wrap_inline(tag, attributes, items, marked)
             if inline is None:
@@ -353,9 +370,14 @@ class _Walker:
                 return self._make_block(inline)
             return inline
         # A container: its inline runs become blocks, its markup stays in the simplified page.
-        out: list[_Item] = []
-        simp_attrs = self._simp_attrs(tag, attributes)
+        simp_attrs = self._simp_attrs(tag, attributes) if attributes else []
         keep_markup = bool(simp_attrs) or tag in _KEPT_CONTAINERS
+        if not has_inline and not marked:  # nothing to change below: no copy of the items
+            if keep_markup:
+                items.insert(0, f"<{tag}{_attrs_markup(simp_attrs)}>")
+                items.append(f"</{tag}>")
+            return items
+        out: list[_Item] = []
         if keep_markup:
             out.append(f"<{tag}{_attrs_markup(simp_attrs)}>")
         for item in items:
@@ -437,8 +459,11 @@ class _Walker:
         assert isinstance(inner, _Inline)
         if not inner.has_content and tag not in _NEVER_EMPTY:
             return None
-        simp_open = f"<{tag}{_attrs_markup(self._simp_attrs(tag, attributes))}>"
-        map_open = f"<{tag}{_attrs_markup(self._map_attrs(tag, attributes))}>"
+        if attributes:
+            simp_open = f"<{tag}{_attrs_markup(self._simp_attrs(tag, attributes))}>"
+            map_open = f"<{tag}{_attrs_markup(self._map_attrs(tag, attributes))}>"
+        else:
+            simp_open = map_open = f"<{tag}>"
         close = f"</{tag}>"
         return _Inline(
             [simp_open, *inner.simp, close],
