@@ -222,7 +222,7 @@ def _char_stats(text: str, n: int, full: bool = True) -> tuple[np.ndarray, ...]:
     size = n + 1
 
     def count(mask: np.ndarray) -> np.ndarray:
-        return np.bincount(block, weights=mask, minlength=size)[:n]
+        return np.bincount(block[mask], minlength=size)[:n].astype(float)
 
     if not full:
         return (count(visible),)

@@ -198,14 +198,12 @@ def _image_src(attributes: dict[str, str | None]) -> str:
 class _Walker:
     """Single-use state of one simplify() call."""
 
-    def __init__(
-        self, config: SimplifyConfig, body_text_len: int, root: LexborNode | None = None
-    ) -> None:
+    def __init__(self, config: SimplifyConfig, root: LexborNode | None = None) -> None:
         self.config = config
         self.root = root
         self._holders: dict[str, set[int]] = {}
         self._nav_names: dict[tuple[str | None, str | None], bool] = {}
-        self.body_text_len = max(body_text_len, 1)
+        self._body_text_len: int | None = None  # read when first needed
         self.elements = 0
         self.deadline = time.monotonic() + config.timeout_s
         self.mark_attr = config.mark_attr
@@ -222,6 +220,8 @@ class _Walker:
             return not (node.text(deep=True) or "").strip()
         if config.remove_page_regions and tag in ("header", "footer", "aside"):
             return tag != "header" or not in_article
+        if not attributes:
+            return False
         if "hidden" in attributes or attributes.get("aria-hidden") == "true":
             return True
         style = attributes.get("style")
@@ -244,7 +244,10 @@ class _Walker:
             return False
         if node.tag == "h1" or self._holds(node, "h1"):
             return False
-        return len(node.text(deep=True) or "") < 0.2 * self.body_text_len
+        if self._body_text_len is None:
+            text = self.root.text(deep=True) if self.root is not None else ""
+            self._body_text_len = max(len(text or ""), 1)
+        return len(node.text(deep=True) or "") < 0.2 * self._body_text_len
 
     def _holds(self, node: LexborNode, selector: str) -> bool:
         """Whether an element below ``node`` matches ``selector``. One search of the page per
@@ -278,15 +281,17 @@ class _Walker:
         in_article: bool,
         in_pre: bool,
         list_limit: int = 0,
-    ) -> tuple[list[_Item], bool, bool]:
+    ) -> tuple[list[_Item], bool, list[int]]:
         """Walk the children of ``node``; consecutive inline pieces are merged. Returns the
-        items, whether any is not inline (a block or container markup), whether any is.
+        items, whether any is not inline (a block or container markup), and the positions
+        of the inline runs.
 
         With ``list_limit``, list items past that count are left out of the simplified
         branch (the mapping branch keeps them).
         """
         items: list[_Item] = []
-        has_blocks = has_inline = False
+        has_blocks = False
+        inline_at: list[int] = []
         last_inline: _Inline | None = None  # items[-1] when it is an inline run
         list_items = 0
         for child in node.iter(include_text=True):
@@ -309,9 +314,9 @@ class _Walker:
                 if last_inline is not None:
                     last_inline.extend(piece)
                 else:
+                    inline_at.append(len(items))
                     items.append(piece)
                     last_inline = piece
-                    has_inline = True
                 continue
             if type(piece) is list:
                 items.extend(piece)
@@ -319,7 +324,7 @@ class _Walker:
                 items.append(piece)
             has_blocks = True
             last_inline = None
-        return items, has_blocks, has_inline
+        return items, has_blocks, inline_at
 
     def _text(self, text: str, in_pre: bool) -> _Inline | None:
         if not text:
@@ -359,7 +364,7 @@ class _Walker:
         starts_atomic = not atomic and tag in ATOMIC_TAGS and self._is_content_unit(node, tag)
         inner_atomic = atomic or starts_atomic or tag == "math"
         list_limit = self.config.max_list_items if starts_atomic and tag in ("ul", "ol") else 0
-        items, has_blocks, has_inline = self.children(
+        items, has_blocks, inline_at = self.children(
             node, depth, inner_atomic, in_article, in_pre or tag == "pre", list_limit
         )
         if not has_blocks:
@@ -372,23 +377,22 @@ class _Walker:
         # A container: its inline runs become blocks, its markup stays in the simplified page.
         simp_attrs = self._simp_attrs(tag, attributes) if attributes else []
         keep_markup = bool(simp_attrs) or tag in _KEPT_CONTAINERS
-        if not has_inline and not marked:  # nothing to change below: no copy of the items
-            if keep_markup:
-                items.insert(0, f"<{tag}{_attrs_markup(simp_attrs)}>")
-                items.append(f"</{tag}>")
-            return items
-        out: list[_Item] = []
-        if keep_markup:
-            out.append(f"<{tag}{_attrs_markup(simp_attrs)}>")
-        for item in items:
-            if isinstance(item, _Inline):
-                if item.has_content:
-                    out.append(self._make_block(self._wrap_inline("p", {}, [item], marked)))
-            elif isinstance(item, _Block) and marked:
-                item.marked = True
-                out.append(item)
-            else:
-                out.append(item)
+        out: list[_Item] = [f"<{tag}{_attrs_markup(simp_attrs)}>"] if keep_markup else []
+        if marked:
+            for item in items:
+                if type(item) is _Block:
+                    item.marked = True
+        # Only the inline runs change (into blocks, or out when empty): the rest is copied
+        # by slices, not visited, as a container's items hold all the blocks below it.
+        start = 0
+        for index in inline_at:
+            out.extend(items[start:index])
+            inline = items[index]
+            assert type(inline) is _Inline
+            if inline.has_content:
+                out.append(self._make_block(self._wrap_inline("p", {}, [inline], marked)))
+            start = index + 1
+        out.extend(items[start:])
         if keep_markup:
             out.append(f"</{tag}>")
         return out
@@ -591,7 +595,7 @@ def simplify(html: str, config: SimplifyConfig | None = None) -> SimplifiedDocum
     root = tree.body or tree.root
     if root is None:
         return SimplifiedDocument(_title(tree), "", [], [], [])
-    walker = _Walker(config, len(root.text(deep=True) or ""), root)
+    walker = _Walker(config, root)
     piece = walker.element(root, root.tag or "body", 0, False, False, False)
     items = piece if isinstance(piece, list) else [piece] if piece is not None else []
     simplified_parts: list[str] = []
