@@ -24,6 +24,7 @@ import html as htmlmod
 import re
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -177,6 +178,20 @@ def _escape_value(value: str) -> str:
     return value
 
 
+@lru_cache(maxsize=16384)
+def _names_navigation(
+    class_name: str | None, element_id: str | None, words: frozenset[str]
+) -> bool:
+    """Whether a class/id pair holds one of ``words`` (split on non-alphanumerics)."""
+    names = _NAME_SPLIT.split(f"{class_name or ''} {element_id or ''}".lower())
+    return not words.isdisjoint(names)
+
+
+# (tag, class, id) -> the open tags of both branches, for tags without mapping attributes.
+_OPEN_TAGS: dict[tuple[str, str | None, str | None], tuple[str, str]] = {}
+_OPEN_TAGS_LIMIT = 20_000  # a few MB at most
+
+
 def _attrs_markup(attrs: list[tuple[str, str]]) -> str:
     return "".join(f' {name}="{_escape_value(value)}"' for name, value in attrs)
 
@@ -202,7 +217,6 @@ class _Walker:
         self.config = config
         self.root = root
         self._holders: dict[str, set[int]] = {}
-        self._nav_names: dict[tuple[str | None, str | None], bool] = {}
         self._body_text_len: int | None = None  # read when first needed
         self.elements = 0
         self.deadline = time.monotonic() + config.timeout_s
@@ -233,14 +247,10 @@ class _Walker:
 
     def _named_navigation(self, node: LexborNode, attributes: dict[str, str | None]) -> bool:
         """Class/id names navigation, and the element is not where the page's text is."""
-        names = attributes.get("class"), attributes.get("id")
-        if names == (None, None):
+        class_name, element_id = attributes.get("class"), attributes.get("id")
+        if class_name is None and element_id is None:
             return False
-        named = self._nav_names.get(names)
-        if named is None:
-            words = _NAME_SPLIT.split(f"{names[0] or ''} {names[1] or ''}".lower())
-            named = self._nav_names[names] = any(word in self.config.nav_words for word in words)
-        if not named:
+        if not _names_navigation(class_name, element_id, self.config.nav_words):
             return False
         if node.tag == "h1" or self._holds(node, "h1"):
             return False
@@ -375,13 +385,15 @@ class _Walker:
                 return self._make_block(inline)
             return inline
         # A container: its inline runs become blocks, its markup stays in the simplified page.
-        simp_attrs = self._simp_attrs(tag, attributes) if attributes else []
-        keep_markup = bool(simp_attrs) or tag in _KEPT_CONTAINERS
-        out: list[_Item] = [f"<{tag}{_attrs_markup(simp_attrs)}>"] if keep_markup else []
+        simp_open = self._open_tags(tag, attributes)[0] if attributes else f"<{tag}>"
+        keep_markup = len(simp_open) > len(tag) + 2 or tag in _KEPT_CONTAINERS
         if marked:
             for item in items:
                 if type(item) is _Block:
                     item.marked = True
+        if not inline_at and not keep_markup:
+            return items
+        out: list[_Item] = [simp_open] if keep_markup else []
         # Only the inline runs change (into blocks, or out when empty): the rest is copied
         # by slices, not visited, as a container's items hold all the blocks below it.
         start = 0
@@ -409,6 +421,24 @@ class _Walker:
         if tag in ("ul", "ol", "dl"):
             return not self._holds(node, _LAYOUT_LIST_SELECTOR)
         return True
+
+    def _open_tags(self, tag: str, attributes: dict[str, str | None]) -> tuple[str, str]:
+        """The element's open tag in the simplified and the mapping branch. Where only class
+        and id count (every tag without mapping attributes), pages repeat the same few
+        pairs, so they are remembered."""
+        key = None
+        if tag not in _MAPPING_ATTRS:
+            key = (tag, attributes.get("class"), attributes.get("id"))
+            tags = _OPEN_TAGS.get(key)
+            if tags is not None:
+                return tags
+        tags = (
+            f"<{tag}{_attrs_markup(self._simp_attrs(tag, attributes))}>",
+            f"<{tag}{_attrs_markup(self._map_attrs(tag, attributes))}>",
+        )
+        if key is not None and len(_OPEN_TAGS) < _OPEN_TAGS_LIMIT:
+            _OPEN_TAGS[key] = tags
+        return tags
 
     def _simp_attrs(self, tag: str, attributes: dict[str, str | None]) -> list[tuple[str, str]]:
         attrs = []
@@ -464,8 +494,7 @@ class _Walker:
         if not inner.has_content and tag not in _NEVER_EMPTY:
             return None
         if attributes:
-            simp_open = f"<{tag}{_attrs_markup(self._simp_attrs(tag, attributes))}>"
-            map_open = f"<{tag}{_attrs_markup(self._map_attrs(tag, attributes))}>"
+            simp_open, map_open = self._open_tags(tag, attributes)
         else:
             simp_open = map_open = f"<{tag}>"
         close = f"</{tag}>"
@@ -513,7 +542,9 @@ def check_markup(html: str, config: SimplifyConfig | None = None) -> None:
     # Most pages are safe by C-speed bounds alone, which skips the scan below: the depth
     # is at most the start tags; the estimate at most the start tags times the formatting
     # elements that can be open (every one but <a>, which closes the one before, plus it).
-    starts = opens - html.count("</")
+    # The start tags are at most the "<"s; counting the end tags too (a slower search) is
+    # only needed when that is not bound enough.
+    starts = opens if opens <= PARSE_DEPTH_LIMIT else opens - html.count("</")
     if starts <= PARSE_DEPTH_LIMIT:
         formatting = sum(1 for _ in _FORMATTING_START.finditer(html))
         if starts * (formatting + 2) <= limit:
