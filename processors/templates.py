@@ -8,25 +8,47 @@ site's next pages without the teacher.
 - **Signature** of a block: its path in the simplified DOM, one ``tag.class.class#id``
   step per element, from its fifth ancestor down to the block (the steps above are the
   same for every block of a page: they add bytes, not information). Class and id tokens are
-  generalised first (``generalise``): digit runs become ``#`` and machine-made suffixes
-  (CSS modules ``name__hash``, ``css-1q2w3e``, ``sc-AbCdE``, long letter-digit mixes)
-  become ``*``, as PACE's aggregator does with CSS-module suffixes.
+  generalised first (``generalise``): digit runs become ``#`` and machine-made parts
+  (CSS modules ``name__hash``, ``css-1q2w3e``, ``sc-AbCdE``, long letter-digit mixes, and
+  mixed-case letter runs that do not read as camelCase words, such as ``cSNCliWjnECzm``)
+  become ``*``, as PACE's aggregator does with CSS-module suffixes. Class tokens that
+  name a state or a place in a row rather than a part of the layout (``odd``, ``even``,
+  ``active``, ``open``, ``collapsed``, ``hidden``, ``is-*``, ``has-*``, ...) are dropped,
+  so a zebra row or an expanded menu is the same block as its siblings.
+- **Back-off signatures** (``BACKOFF``): each block also counts under two shorter paths,
+  most specific first: the block and its parent (``*>div.card>p``), then "any child of"
+  its parent and grandparent (``*>ul.list>li.row>*``). They let a template label a block
+  whose full path it has not seen (a row one level deeper, a widget moved to another
+  column) from what the teacher did in the same place on the site. (Also measured: the
+  block with 2 ancestors, and with 3: no more pages covered, half as much state again; a single
+  step: more covered, lower agreement with the teacher.)
+- **Confident label** of a block (``Cluster.predict``): the first of its signature and
+  back-off signatures (in that order) seen ``min_support`` times decides. It gives a label
+  when one label has at least ``min_share`` of that key's counts and no longer key (seen
+  too rarely to decide) ever got the other label; otherwise the block has none. So the
+  template backs off only for want of evidence, never over evidence against: a full path
+  the teacher labelled both ways, or a short path with mixed labels, does not serve.
+  (Measured and not adopted: a coarse shape of the block, text length and link share,
+  in its signature. The learned teacher labels blocks of one path and one shape both ways
+  too, so it split the counts without making them agree.)
 - **Site**: the registrable domain (public suffix list, offline snapshot) plus a *layout
   cluster*: a page joins the domain's cluster that already knows most (``JOIN_SHARE``) of
-  its distinct signatures, or starts a new one, so article, video and listing pages of
-  one domain keep separate templates.
+  its distinct (full) signatures, or starts a new one, so article, video and listing
+  pages of one domain keep separate templates.
 - **Serving** needs both: the template predicted the teacher's labels with at least
   ``agreement`` (0.98) block agreement on each of the cluster's last ``verify_pages``
-  teacher-labelled pages (agreement over the blocks it labels with confidence, and a page
-  where that is under half the blocks counts as 0), and every block of the new page has
-  a signature the template knows with confidence (seen ``min_support`` times, one label
-  in at least ``min_share`` of them). Otherwise the teacher labels the page and the template learns.
+  teacher-labelled pages (agreement over the blocks it labels with confidence, back-off
+  included, and a page where that is under half the blocks counts as 0), and every block
+  of the new page has a confident label. Otherwise the teacher labels the page and the
+  template learns.
 - **Shadow checks**: a share of served pages (``shadow_rate``, chosen by a hash of the
   page id, so reruns choose the same pages) still goes to the teacher; a disagreement
   suspends the template until it re-verifies on fresh teacher pages.
 - **Bounded memory**: at most ``max_sites`` domains (least recently used evicted), at
-  most ``max_clusters`` layouts per domain and ``max_signatures`` per layout (the least
-  seen dropped).
+  most ``max_clusters`` layouts per domain and ``max_signatures`` signatures per layout,
+  and as many back-off signatures (the least seen dropped). Back-off signatures live in
+  the same ``ClusterState.counts`` map as the signatures (they start with ``*>``), so the
+  state format is unchanged and an older state loads as a template without back-off yet.
 
 The cache is pure and synchronous; ``streams`` keeps it in a compacted Kafka topic
 (``SiteState`` records) so every label worker shares it and a restart keeps it.
@@ -50,6 +72,10 @@ TEMPLATE_LABELLER = "template"
 JOIN_SHARE = 0.6  # a page joins a layout cluster that knows this share of its signatures
 MAX_PATH_STEPS = 6  # a signature is the block and its 5 nearest ancestors
 MIN_COVERAGE = 0.5  # a teacher page verifies a template only if it knows this share
+# Back-off signatures, most specific first: (steps left out below, steps kept). (0, 2): the
+# block and its parent; (1, 2): any child of the block's parent and grandparent.
+BACKOFF = ((0, 2), (1, 2))
+BACKOFF_MARK = "*>"  # back-off signatures start with it (a CSS selector: any ancestors)
 
 _DIGITS = re.compile(r"\d+")
 _CSS_MODULE = re.compile(r"^(.+?)__[A-Za-z0-9_-]{4,}$")  # Header_title__3xYz1
@@ -57,6 +83,29 @@ _CSS_IN_JS = re.compile(r"^(css|sc|jsx|emotion|svelte|tw)-[A-Za-z0-9_-]+$")  # c
 _ROOTS = frozenset(("body", "html", "-document"))
 _SEPARATORS = re.compile(r"([-_]+)")
 _LETTER = re.compile(r"[A-Za-z]")
+# Class tokens that tell an element's state or place in a row, not its part in the layout:
+# dropped from signatures, so a zebra row or an open menu is the same block as its siblings.
+_STATE_WORDS = frozenset(
+    """odd even first last active inactive selected unselected current open opened closed
+    collapsed expanded collapse collapsible hidden visible show shown hide hover focus
+    focused disabled enabled checked unchecked loaded loading lazyload lazyloaded lazy in
+    out fade fadein fadeout animated animate on off""".split()
+)
+_STATE_PREFIX = re.compile(r"^(is|has)-.")  # is-active, has-children
+
+
+_CAMEL_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+_VOWEL = re.compile(r"[aeiouyAEIOUY]")
+
+
+def _looks_random(part: str) -> bool:
+    """A mixed-case run of letters that does not read as camelCase words (``cSNCliWjnECzm``,
+    ``HdQgXObOdD``): most of its camel words are one or two letters or lack a vowel."""
+    if len(part) < 8 or not part.isalpha() or part.islower() or part.isupper():
+        return False
+    words = _CAMEL_WORD.findall(part)
+    odd = sum(1 for w in words if len(w) <= 2 or (not w.isupper() and not _VOWEL.search(w)))
+    return odd >= 3 and 2 * odd >= len(words)
 
 
 @lru_cache(maxsize=65536)
@@ -73,16 +122,28 @@ def generalise(token: str) -> str:
     for index, part in enumerate(parts):
         if index % 2:
             continue  # a separator
-        if len(part) >= 5 and _LETTER.search(part) and sum(c.isdigit() for c in part) >= 2:
+        mixed = len(part) >= 5 and _LETTER.search(part) and sum(c.isdigit() for c in part) >= 2
+        if mixed or _looks_random(part):
             parts[index] = "*"
         else:
             parts[index] = _DIGITS.sub("#", part)
     return "".join(parts)
 
 
+def _class_token(token: str) -> str | None:
+    """A class token generalised, or None for a state word (``active``, ``odd``,
+    ``is-open``): a token that says what state an element is in, not what it is."""
+    lower = token.lower()
+    if lower in _STATE_WORDS or _STATE_PREFIX.match(lower):
+        return None
+    return generalise(token)
+
+
 def _step(node: LexborNode) -> str:
     attributes = node.attributes
-    classes = sorted({generalise(t) for t in (attributes.get("class") or "").split()})
+    classes = sorted(
+        {name for t in (attributes.get("class") or "").split() if (name := _class_token(t))}
+    )
     step = node.tag + "".join(f".{name}" for name in classes)
     element_id = attributes.get("id")
     if element_id:
@@ -90,18 +151,32 @@ def _step(node: LexborNode) -> str:
     return step
 
 
-def block_signatures(simplified_html: str) -> list[str]:
-    """The signature of every block, in block order (``_item_id`` 1..n)."""
+def block_keys(simplified_html: str) -> list[tuple[str, ...]]:
+    """Per block, in block order (``_item_id`` 1..n): its signature, then its back-off
+    signatures (``BACKOFF``, most specific first; those longer than the path left out).
+    ``*>div.a>p`` is a ``p`` in a ``div.a``; ``*>ul.b>li.c>*`` any child of ``ul.b>li.c``."""
     tree = LexborHTMLParser(simplified_html)
-    signatures = []
+    keys = []
     for block in tree.css("[_item_id]"):
         steps = []
         node: LexborNode | None = block
         while node is not None and node.tag not in _ROOTS and len(steps) < MAX_PATH_STEPS:
             steps.append(_step(node))
             node = node.parent
-        signatures.append(">".join(reversed(steps)))
-    return signatures
+        steps.reverse()
+        end = len(steps)
+        backoff = (
+            BACKOFF_MARK + ">".join(steps[end - skip - kept : end - skip]) + ">*" * skip
+            for skip, kept in BACKOFF
+            if skip + kept <= end
+        )
+        keys.append((">".join(steps), *backoff))
+    return keys
+
+
+def block_signatures(simplified_html: str) -> list[str]:
+    """The signature of every block, in block order (``_item_id`` 1..n)."""
+    return [keys[0] for keys in block_keys(simplified_html)]
 
 
 @lru_cache(maxsize=1)
@@ -152,16 +227,26 @@ class Cluster:
             sum(1 for s in signatures if s in self.counts) / len(signatures) if signatures else 0.0
         )
 
-    def predict(self, signature: str, settings: TemplateSettings) -> str | None:
-        """The confident label of a signature, or None."""
-        main, other = self.counts.get(signature, (0, 0))
-        total = main + other
-        if total < settings.min_support:
-            return None
-        if main >= settings.min_share * total:
-            return MAIN
-        if other >= settings.min_share * total:
-            return OTHER
+    def predict(self, keys: str | Sequence[str], settings: TemplateSettings) -> str | None:
+        """The confident label of a block from its keys (``block_keys``: signature first,
+        then shorter ones), or None. The first key seen ``min_support`` times decides:
+        its label when one label has ``min_share`` of its counts and no longer key saw the
+        other label, else None (back off only for want of evidence, never over evidence
+        against)."""
+        if isinstance(keys, str):
+            keys = (keys,)
+        seen_main = seen_other = 0  # labels of longer keys seen too rarely to decide
+        for key in keys:
+            main, other = self.counts.get(key, (0, 0))
+            total = main + other
+            if total >= settings.min_support:
+                if main >= settings.min_share * total and not seen_other:
+                    return MAIN
+                if other >= settings.min_share * total and not seen_main:
+                    return OTHER
+                return None
+            seen_main += main
+            seen_other += other
         return None
 
     def verified(self, settings: TemplateSettings) -> bool:
@@ -172,7 +257,10 @@ class Cluster:
         )
 
     def agreement(
-        self, signatures: Sequence[str], labels: Sequence[str], settings: TemplateSettings
+        self,
+        keys: Sequence[Sequence[str]],
+        labels: Sequence[str],
+        settings: TemplateSettings,
     ) -> float:
         """Share of the blocks the template labels with confidence that it labels as the
         teacher did; 0 when it knows less than half the page's blocks (a page it could
@@ -180,24 +268,27 @@ class Cluster:
         predicted = [
             (guess, label)
             for guess, label in (
-                (self.predict(s, settings), label)
-                for s, label in zip(signatures, labels, strict=True)
+                (self.predict(block, settings), label)
+                for block, label in zip(keys, labels, strict=True)
             )
             if guess is not None
         ]
-        if not signatures or len(predicted) < MIN_COVERAGE * len(signatures):
+        if not keys or len(predicted) < MIN_COVERAGE * len(keys):
             return 0.0
         return sum(guess == label for guess, label in predicted) / len(predicted)
 
     def learn(
-        self, signatures: Sequence[str], labels: Sequence[str], settings: TemplateSettings
+        self,
+        keys: Sequence[Sequence[str]],
+        labels: Sequence[str],
+        settings: TemplateSettings,
     ) -> None:
-        for signature, label in zip(signatures, labels, strict=True):
-            counts = self.counts.setdefault(signature, [0, 0])
-            counts[0 if label == MAIN else 1] += 1
+        for block, label in zip(keys, labels, strict=True):
+            for key in block:
+                counts = self.counts.setdefault(key, [0, 0])
+                counts[0 if label == MAIN else 1] += 1
         if len(self.counts) > settings.max_signatures:
-            keep = sorted(self.counts.items(), key=lambda item: -sum(item[1]))
-            self.counts = dict(keep[: settings.max_signatures])
+            self.counts = _most_seen(self.counts, settings.max_signatures)
         self.taught += 1
 
     def to_state(self) -> ClusterState:
@@ -222,15 +313,29 @@ class Cluster:
         return cluster
 
 
+def _most_seen(counts: dict[str, list[int]], limit: int) -> dict[str, list[int]]:
+    """The ``limit`` most seen signatures and the ``limit`` most seen back-off signatures
+    (ties: the first learned), in their order."""
+    ranked = sorted(counts.items(), key=lambda item: -sum(item[1]))
+    full = [item for item in ranked if not item[0].startswith(BACKOFF_MARK)][:limit]
+    backoff = [item for item in ranked if item[0].startswith(BACKOFF_MARK)][:limit]
+    keep = {key for key, _ in full} | {key for key, _ in backoff}
+    return {key: value for key, value in counts.items() if key in keep}
+
+
 @dataclass
 class Decision:
     """What the cache did with one page (for metrics and the record's extractor)."""
 
     site: str
     cluster: int
-    signatures: list[str]
+    keys: list[tuple[str, ...]]  # per block: signature, then back-off signatures
     labels: list[str] | None  # the template's labels when it serves the page
     shadow: bool = False
+
+    @property
+    def signatures(self) -> list[str]:
+        return [block[0] for block in self.keys]
 
 
 class TemplateCache:
@@ -255,28 +360,28 @@ class TemplateCache:
     def consider(self, page: SimplifiedPage) -> Decision:
         """The template's labels for the page when a verified template knows every block."""
         site = registrable_domain(page.url)
-        signatures = block_signatures(page.simplified_html)
+        keys = block_keys(page.simplified_html)
         clusters = self._clusters(site)
-        distinct = set(signatures)
+        distinct = {block[0] for block in keys}
         best = max(range(len(clusters)), key=lambda i: clusters[i].knows(distinct), default=-1)
         if best < 0 or clusters[best].knows(distinct) < JOIN_SHARE:
-            return Decision(site, -1, signatures, None)
+            return Decision(site, -1, keys, None)
         cluster = clusters[best]
         if not cluster.verified(self.settings):
-            return Decision(site, best, signatures, None)
-        labels = [cluster.predict(s, self.settings) for s in signatures]
+            return Decision(site, best, keys, None)
+        labels = [cluster.predict(block, self.settings) for block in keys]
         if any(label is None for label in labels):
-            return Decision(site, best, signatures, None)
+            return Decision(site, best, keys, None)
         cluster.served += 1
         self.changed.add(site)
         shadow = _shadow(page.page_id, self.settings.shadow_rate)
         self.counts["shadow" if shadow else "template"] += 1
-        return Decision(site, best, signatures, labels, shadow)  # type: ignore[arg-type]
+        return Decision(site, best, keys, labels, shadow)  # type: ignore[arg-type]
 
     def teach(self, decision: Decision, labels: Sequence[str]) -> None:
         """Learn the teacher's labels for a page ``consider`` did not serve, or check a
         shadow-served page against them (a disagreement suspends the template)."""
-        if len(labels) != len(decision.signatures):
+        if len(labels) != len(decision.keys):
             return
         clusters = self._clusters(decision.site)
         if decision.cluster < 0:
@@ -287,7 +392,7 @@ class TemplateCache:
         else:
             cluster = clusters[decision.cluster]
         if cluster.counts:
-            agreement = cluster.agreement(decision.signatures, labels, self.settings)
+            agreement = cluster.agreement(decision.keys, labels, self.settings)
             if decision.shadow and agreement < self.settings.agreement:
                 self.counts["disagreement"] += 1
                 self.counts["suspended"] += 1
@@ -300,7 +405,7 @@ class TemplateCache:
                 cluster.recent.append(agreement)
         if not decision.shadow:
             self.counts["teacher"] += 1
-        cluster.learn(decision.signatures, labels, self.settings)
+        cluster.learn(decision.keys, labels, self.settings)
         self.changed.add(decision.site)
 
     def drain_changed(self) -> list[str]:
@@ -421,16 +526,26 @@ def _token_selector(attribute: str, token: str, exact: str) -> str:
 
 def export_site(state: SiteState, settings: TemplateSettings | None = None) -> dict[str, object]:
     """A site's templates as a reviewable configuration, like PACE's per-publisher one:
-    per layout, CSS selectors of the main region and of the excluded regions."""
+    per layout, CSS selectors of the main region and of the excluded regions, and
+    (``*_backoff``) the shorter selectors used only for a block no full selector knows."""
     settings = settings or TemplateSettings()
     layouts = []
     for number, cluster_state in enumerate(state.clusters):
         cluster = Cluster.from_state(cluster_state, settings)
-        groups: dict[str, list[str]] = {"main": [], "exclude": [], "uncertain": []}
-        for signature in sorted(cluster.counts):
-            label = cluster.predict(signature, settings)
+        groups: dict[str, list[str]] = {
+            "main": [],
+            "exclude": [],
+            "uncertain": [],
+            "main_backoff": [],
+            "exclude_backoff": [],
+        }
+        for key in sorted(cluster.counts):
+            label = cluster.predict(key, settings)
+            backoff = key.startswith(BACKOFF_MARK)
+            if backoff and label is None:
+                continue
             group = "main" if label == MAIN else "exclude" if label == OTHER else "uncertain"
-            groups[group].append(css_selector(signature))
+            groups[f"{group}_backoff" if backoff else group].append(css_selector(key))
         layouts.append(
             {
                 "layout": number,

@@ -7,6 +7,7 @@ from processors.labellers.base import LabelOutcome
 from processors.pipeline import PipelineSettings, simplify_page
 from processors.templates import (
     TEMPLATE_LABELLER,
+    Cluster,
     TemplateCache,
     TemplateCascade,
     TemplateSettings,
@@ -60,6 +61,13 @@ def test_generalise_drops_what_changes_between_pages_and_builds() -> None:
     assert generalise("sc-AbCdEf") == "sc-*"
     assert generalise("a8F3kL2p9Q") == "*"
     assert generalise("content") == "content"
+
+
+def test_generalise_drops_random_letter_runs_but_not_camel_case_words() -> None:
+    assert generalise("cSNCliWjnECzm") == "*"
+    assert generalise("_3xYz_HdQgXObOdD") == "_#xYz_*"
+    for word in ("HeroCapsuleImageContainer", "getElementById", "heroCTAsWrapper", "iPhoneX"):
+        assert generalise(word) == word
 
 
 def test_pages_of_one_layout_share_signatures_whatever_their_text() -> None:
@@ -171,3 +179,94 @@ def test_the_export_gives_css_selectors_of_the_main_and_excluded_regions() -> No
     excluded = " ".join(node.text() for s in layout["exclude"] for node in tree.css(s))
     assert "Paragraph 0 of story 77" in main_text and "Copyright" not in main_text
     assert "Copyright" in excluded
+    fallback = " ".join(node.text() for s in layout["main_backoff"] for node in tree.css(s))
+    assert "Paragraph 0 of story 77" in fallback and "Copyright" not in fallback
+
+
+def columns_page(number: int, columns: dict[str, int]) -> SimplifiedPage:
+    """A page of cards (a headline and zebra-striped rows) in the given columns."""
+    sections = "".join(
+        f'<div class="{column}"><div class="inner"><section class="stories">'
+        f"<h1>Headline {number} of the {column} column</h1>"
+        + "".join(
+            f'<div class="card {"odd" if i % 2 else "even"}{" active" if i == 0 else ""}">'
+            f'<div class="card-body"><p>Story {number} row {i} in the {column} column, with '
+            f"enough ordinary words in it.</p></div></div>"
+            for i in range(rows)
+        )
+        + "</section></div></div>"
+        for column, rows in columns.items()
+    )
+    body = (
+        f'<div class="page">{sections}<div class="meta"><p>Copyright and contact lines of '
+        f"the site, page {number}.</p></div></div>"
+    )
+    raw = RawPage(
+        url=f"https://www.example.com/cards/{number}", html=f"<html><body>{body}".encode()
+    )
+    page = simplify_page(raw, PipelineSettings())
+    assert isinstance(page, SimplifiedPage)
+    return page
+
+
+class ColumnTeacher(Teacher):
+    """Labels the blocks of the given columns main, the rest other."""
+
+    def __init__(self, main_columns: tuple[str, ...] = ("left", "right", "center")) -> None:
+        super().__init__()
+        self.main_columns = main_columns
+
+    def label(self, pages):
+        self.calls += len(pages)
+        return [
+            LabelOutcome(
+                [
+                    MAIN if any(f"div.{c}>" in s for c in self.main_columns) else OTHER
+                    for s in block_signatures(p.simplified_html)
+                ]
+            )
+            for p in pages
+        ]
+
+
+def test_a_state_class_does_not_split_a_signature() -> None:
+    page = columns_page(1, {"left": 4})
+    rows = [s for s in block_signatures(page.simplified_html) if s.endswith(">p")][:4]
+    assert len(rows) == 4 and len(set(rows)) == 1
+    assert "odd" not in rows[0] and "even" not in rows[0] and "active" not in rows[0]
+
+
+def test_back_off_serves_a_block_whose_full_path_is_new_but_whose_short_path_is_confident():
+    cache = TemplateCache(TemplateSettings(verify_pages=2, shadow_rate=0))
+    cascade = TemplateCascade(ColumnTeacher(), cache)
+    for n in range(5):
+        cascade.label([columns_page(n, {"left": 3})])
+    moved = columns_page(50, {"left": 3, "right": 1})  # one card in a column never seen
+    signatures = set(block_signatures(moved.simplified_html))
+    [cluster] = cache.sites["example.com"]
+    assert any(s not in cluster.counts for s in signatures)
+    [outcome] = cascade.label([moved])
+    assert outcome.labeller == TEMPLATE_LABELLER
+    assert outcome.labels == ColumnTeacher().label([moved])[0].labels
+
+
+def test_a_mixed_short_path_does_not_serve() -> None:
+    cache = TemplateCache(TemplateSettings(verify_pages=2, shadow_rate=0))
+    cascade = TemplateCascade(ColumnTeacher(main_columns=("left",)), cache)
+    for n in range(5):  # cards are main on the left, other on the right
+        cascade.label([columns_page(n, {"left": 3, "right": 3})])
+    assert cascade.label([columns_page(40, {"left": 3, "right": 3})])[0].labeller == (
+        TEMPLATE_LABELLER
+    )
+    [outcome] = cascade.label([columns_page(41, {"left": 3, "right": 3, "center": 1})])
+    assert outcome.labeller != TEMPLATE_LABELLER
+
+
+def test_back_off_never_overrides_what_the_teacher_said_of_the_full_path() -> None:
+    settings = TemplateSettings(min_support=2)
+    cluster = Cluster(verify_pages=2, counts={"*>div.card>p": [9, 0]})
+    assert cluster.predict(("div.x>div.card>p", "*>div.card>p"), settings) == MAIN
+    cluster.counts["div.x>div.card>p"] = [0, 1]  # seen once, called other
+    assert cluster.predict(("div.x>div.card>p", "*>div.card>p"), settings) is None
+    cluster.counts["div.x>div.card>p"] = [2, 2]  # seen enough, labelled both ways
+    assert cluster.predict(("div.x>div.card>p", "*>div.card>p"), settings) is None
