@@ -398,12 +398,13 @@ def page_features(
     in_best = np.zeros(n)
     best_delta = np.zeros(n)
     same_tag: dict[tuple[int, int], int] = {}
-    for i in range(n):
-        key = (int(parents[i]), int(tags[i]))
+    parent_tag_keys = list(zip(parent_list, tag_list, strict=True))
+    for key in parent_tag_keys:
         same_tag[key] = same_tag.get(key, 0) + 1
-    same_tag_siblings = np.array([same_tag[(int(parents[i]), int(tags[i]))] for i in range(n)])
-    for i in np.flatnonzero(has_parent).tolist():
-        p = int(parents[i])
+    same_tag_siblings = np.array([same_tag[key] for key in parent_tag_keys])
+    for i, p in enumerate(parent_list):
+        if p < 0:
+            continue
         parent_blocks[i] = sub_blocks[p]
         parent_text[i] = sub_text[p]
         if sub_text[p]:
