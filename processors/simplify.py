@@ -24,7 +24,6 @@ import html as htmlmod
 import re
 import time
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -178,13 +177,18 @@ def _escape_value(value: str) -> str:
     return value
 
 
-@lru_cache(maxsize=16384)
 def _names_navigation(
     class_name: str | None, element_id: str | None, words: frozenset[str]
 ) -> bool:
     """Whether a class/id pair holds one of ``words`` (split on non-alphanumerics)."""
     names = _NAME_SPLIT.split(f"{class_name or ''} {element_id or ''}".lower())
     return not words.isdisjoint(names)
+
+
+# Per navigation word set (one per configuration): (class, id) -> whether the pair names
+# navigation.
+_NAV_NAMES: dict[frozenset[str], dict[tuple[str | None, str | None], bool]] = {}
+_NAV_NAMES_LIMIT = 20_000
 
 
 # (tag, class, id) -> the open tags of both branches, for tags without mapping attributes.
@@ -218,6 +222,9 @@ class _Walker:
         self.root = root
         self._holders: dict[str, set[int]] = {}
         self._body_text_len: int | None = None  # read when first needed
+        self._nav_names = _NAV_NAMES.setdefault(config.nav_words, {})
+        if len(self._nav_names) > _NAV_NAMES_LIMIT:  # bounded; pages repeat the same pairs
+            self._nav_names.clear()
         self.elements = 0
         self.deadline = time.monotonic() + config.timeout_s
         self.mark_attr = config.mark_attr
@@ -243,15 +250,16 @@ class _Walker:
             return True
         if attributes.get("type") == "hidden":
             return True
-        return bool(config.nav_words) and self._named_navigation(node, attributes)
+        if not config.nav_words or ("class" not in attributes and "id" not in attributes):
+            return False
+        names = (attributes.get("class"), attributes.get("id"))
+        named = self._nav_names.get(names)
+        if named is None:
+            named = self._nav_names[names] = _names_navigation(*names, config.nav_words)
+        return named and self._navigation_region(node)
 
-    def _named_navigation(self, node: LexborNode, attributes: dict[str, str | None]) -> bool:
-        """Class/id names navigation, and the element is not where the page's text is."""
-        class_name, element_id = attributes.get("class"), attributes.get("id")
-        if class_name is None and element_id is None:
-            return False
-        if not _names_navigation(class_name, element_id, self.config.nav_words):
-            return False
+    def _navigation_region(self, node: LexborNode) -> bool:
+        """An element whose class/id names navigation: not where the page's text is."""
         if node.tag == "h1" or self._holds(node, "h1"):
             return False
         if self._body_text_len is None:
@@ -307,7 +315,12 @@ class _Walker:
         for child in node.iter(include_text=True):
             tag = child.tag
             if tag == "-text":
-                piece = self._text(child.text_content or "", in_pre)
+                text = child.text_content or ""
+                if last_inline is not None and not in_pre and text.isspace():
+                    last_inline.simp.append(" ")  # indentation joins the run before it
+                    last_inline.mapp.append(text)
+                    continue
+                piece = self._text(text, in_pre)
                 if piece is None:
                     continue
             elif tag == "-comment" or tag is None or tag.startswith("-"):
@@ -348,7 +361,9 @@ class _Walker:
                 else text[: self.config.max_text_chars * 4]
             )
         else:
-            simp = _WHITESPACE.sub(" ", text)
+            # Every whitespace character but the space is unprintable: a printable text
+            # without double spaces has nothing to collapse.
+            simp = text if text.isprintable() and "  " not in text else _WHITESPACE.sub(" ", text)
             if len(simp) > self.config.max_text_chars:
                 simp = simp[: self.config.max_text_chars]
         size = len(text.strip())
