@@ -203,7 +203,7 @@ class TemplateSettings:
     min_support: int = 2
     min_share: float = 0.9
     shadow_rate: float = 0.05
-    max_sites: int = 5_000
+    max_sites: int = 3_000
     max_clusters: int = 8
     max_signatures: int = 400
 

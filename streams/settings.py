@@ -68,7 +68,7 @@ SETTINGS = (
     Setting("DRIPSTREAM_TEMPLATE_VERIFY_PAGES", "3", "teacher pages a template must match"),
     Setting("DRIPSTREAM_TEMPLATE_AGREEMENT", "0.98", "block agreement each of them needs"),
     Setting("DRIPSTREAM_TEMPLATE_SHADOW_RATE", "0.05", "share of served pages the teacher checks"),
-    Setting("DRIPSTREAM_TEMPLATE_SITES", "5000", "sites a worker keeps (least recent evicted)"),
+    Setting("DRIPSTREAM_TEMPLATE_SITES", "3000", "sites a worker keeps (least recent evicted)"),
     Setting("DRIPSTREAM_MAX_BATCH", "16", "label stage: pages handed to the labeller at once"),
     Setting("DRIPSTREAM_MAX_WAIT_MS", "50", "label stage: longest wait to fill a batch"),
     Setting("DRIPSTREAM_LABEL_RETRIES", "3", "labeller attempts per batch before fallback"),
