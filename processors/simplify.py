@@ -451,7 +451,9 @@ class _Walker:
             f"<{tag}{_attrs_markup(self._simp_attrs(tag, attributes))}>",
             f"<{tag}{_attrs_markup(self._map_attrs(tag, attributes))}>",
         )
-        if key is not None and len(_OPEN_TAGS) < _OPEN_TAGS_LIMIT:
+        if key is not None:
+            if len(_OPEN_TAGS) >= _OPEN_TAGS_LIMIT:  # bounded; pages repeat the same pairs
+                _OPEN_TAGS.clear()
             _OPEN_TAGS[key] = tags
         return tags
 
