@@ -191,13 +191,16 @@ _NAV_NAMES: dict[frozenset[str], dict[tuple[str | None, str | None], bool]] = {}
 _NAV_NAMES_LIMIT = 20_000
 
 
-# (tag, class, id) -> the open tags of both branches, for tags without mapping attributes.
+# (tag, class, id) -> the open tags of both branches (see _Walker._open_tags).
 _OPEN_TAGS: dict[tuple[str, str | None, str | None], tuple[str, str]] = {}
 _OPEN_TAGS_LIMIT = 20_000  # a few MB at most
 
 
 def _attrs_markup(attrs: list[tuple[str, str]]) -> str:
-    return "".join(f' {name}="{_escape_value(value)}"' for name, value in attrs)
+    markup = ""
+    for name, value in attrs:  # one or two attributes: a loop beats a joined generator
+        markup += f' {name}="{_escape_value(value)}"'
+    return markup
 
 
 def _image_src(attributes: dict[str, str | None]) -> str:
@@ -438,23 +441,22 @@ class _Walker:
         return True
 
     def _open_tags(self, tag: str, attributes: dict[str, str | None]) -> tuple[str, str]:
-        """The element's open tag in the simplified and the mapping branch. Where only class
-        and id count (every tag without mapping attributes), pages repeat the same few
-        pairs, so they are remembered."""
-        key = None
-        if tag not in _MAPPING_ATTRS:
-            key = (tag, attributes.get("class"), attributes.get("id"))
-            tags = _OPEN_TAGS.get(key)
-            if tags is not None:
-                return tags
-        tags = (
-            f"<{tag}{_attrs_markup(self._simp_attrs(tag, attributes))}>",
-            f"<{tag}{_attrs_markup(self._map_attrs(tag, attributes))}>",
-        )
-        if key is not None:
-            if len(_OPEN_TAGS) >= _OPEN_TAGS_LIMIT:  # bounded; pages repeat the same pairs
+        """The element's open tag in the simplified and the mapping branch. Pages repeat
+        the same few (tag, class, id), which is all the simplified tag holds (but for
+        ``img``, a void element never wrapped here), and all the mapping tag holds but for
+        the tags with mapping attributes (``a`` and its ``href``, ...): remembered."""
+        key = (tag, attributes.get("class"), attributes.get("id"))
+        tags = _OPEN_TAGS.get(key)
+        if tags is None:
+            tags = (
+                f"<{tag}{_attrs_markup(self._simp_attrs(tag, attributes))}>",
+                f"<{tag}{_attrs_markup(self._map_attrs(tag, attributes))}>",
+            )
+            if len(_OPEN_TAGS) >= _OPEN_TAGS_LIMIT:  # bounded; pages repeat the same keys
                 _OPEN_TAGS.clear()
             _OPEN_TAGS[key] = tags
+        if tag in _MAPPING_ATTRS:
+            return tags[0], f"<{tag}{_attrs_markup(self._map_attrs(tag, attributes))}>"
         return tags
 
     def _simp_attrs(self, tag: str, attributes: dict[str, str | None]) -> list[tuple[str, str]]:
