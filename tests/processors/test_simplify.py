@@ -336,3 +336,26 @@ def test_flat_items_keep_every_block_in_order_without_containers() -> None:
     ]
     assert "<article" not in flat and 'class="body"' not in flat
     assert flat.startswith('<html><head><meta charset="utf-8"></head><body>')
+
+
+def test_elements_with_the_same_class_keep_their_own_mapping_attributes() -> None:
+    # Open tags are remembered by (tag, class, id) across pages: what else a tag carries
+    # (href, colspan, start) must still come from the element itself.
+    first = simplify(
+        '<p class="x"><a class="l" href="/one">one</a></p>'
+        '<table class="t"><tr><td class="c" colspan="2">a</td><td class="c">b</td></tr></table>'
+    )
+    second = simplify('<p class="x"><a class="l" href="/two" title="T">two</a></p>')
+    assert 'href="/one"' in first.mapping_blocks[0]
+    assert 'href="/two"' in second.mapping_blocks[0] and 'title="T"' in second.mapping_blocks[0]
+    assert '<td class="c" colspan="2">' in first.mapping_blocks[1]
+    assert '<td class="c">b' in first.mapping_blocks[1]
+    assert second.simplified_blocks[0].startswith('<p class="x"')
+
+
+def test_navigation_names_are_judged_per_configuration() -> None:
+    # Which class/id pairs name navigation is remembered per word set, not across them.
+    html = '<div class="menu"><a href="/">Home</a></div>' + "<p>" + "Body text. " * 40 + "</p>"
+    assert "Home" not in "".join(simplify(html).mapping_blocks)
+    kept = simplify(html, SimplifyConfig(nav_words=frozenset({"sidebar"})))
+    assert "Home" in "".join(kept.mapping_blocks)
