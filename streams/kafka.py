@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError, for_code
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 
 from streams.settings import StreamSettings
 from topics.records import SourceRef
@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from streams.stages import Inbound
 
 FETCH_BYTES = 2 * 1024 * 1024  # per partition; a larger single message still comes through
+TOPIC_WAIT_S = 30.0  # how long a starting worker waits for the pipeline topics to appear
+
+
+class MissingTopics(KafkaError):
+    """Pipeline topics the broker does not have: ``dripstream topics create`` makes them."""
 
 
 def ssl_context(settings: StreamSettings) -> ssl.SSLContext | None:
@@ -139,6 +144,22 @@ async def ready_partitions(
         await asyncio.sleep(0.5)
         found = await topic_partitions(settings, names)
     return found
+
+
+async def wait_for_topics(settings: StreamSettings, timeout_s: float | None = None) -> None:
+    """Return once every pipeline topic lists its partitions; raise MissingTopics after
+    ``timeout_s`` (default TOPIC_WAIT_S). A consumer that joins before a new topic shows in
+    the metadata gets no partition of it until its next metadata refresh (5 minutes): a
+    worker checks first."""
+    timeout_s = TOPIC_WAIT_S if timeout_s is None else timeout_s
+    names = [spec.name(settings.topic_prefix) for spec in specs(settings)]
+    found = await ready_partitions(settings, names, timeout_s)
+    missing = [name for name in names if not found.get(name)]
+    if missing:
+        raise MissingTopics(
+            f"{len(missing)} pipeline topics do not exist after {timeout_s:g} s: "
+            f"{', '.join(missing)} (create them with: dripstream topics create)"
+        )
 
 
 async def describe_topics(settings: StreamSettings) -> list[dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -11,6 +12,7 @@ import faust
 
 from processors.labellers.registry import build_labeller
 from streams.app import build_app
+from streams.kafka import wait_for_topics
 from streams.settings import StreamSettings
 
 
@@ -47,7 +49,17 @@ def logging_config(level: str) -> dict[str, Any]:
 
 
 def run_worker(settings: StreamSettings) -> None:
-    """Run the configured stages until SIGTERM/SIGINT."""
+    """Run the configured stages until SIGTERM/SIGINT, once the pipeline topics exist
+    (``wait_for_topics``: MissingTopics when they do not)."""
+    kafka_log = logging.getLogger("aiokafka")
+    level = kafka_log.level
+    kafka_log.setLevel(logging.CRITICAL)  # a failure is the CLI's one error line
+    loop = asyncio.new_event_loop()  # not set as the current loop: faust makes its own
+    try:
+        loop.run_until_complete(wait_for_topics(settings))
+    finally:
+        loop.close()
+        kafka_log.setLevel(level)
     labeller = (
         build_labeller(settings.labeller, settings.labeller_options())
         if "label" in settings.stages

@@ -190,6 +190,7 @@ BROKER_COMMANDS = {
     "tail": ["tail", "records"],
     "dlq list": ["dlq", "list"],
     "dlq replay": ["dlq", "replay"],
+    "worker": ["worker"],
 }
 
 

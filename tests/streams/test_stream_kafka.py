@@ -294,3 +294,23 @@ def test_creating_topics_twice_reports_them_as_existing(stream_settings: StreamS
         spec.name(stream_settings.topic_prefix): spec.partitions for spec in specs(stream_settings)
     }
     assert all(t["exists"] and t["partitions"] == wanted[t["topic"]] for t in described), described
+
+
+def test_a_worker_starts_once_its_topics_exist_and_names_the_missing_ones(
+    stream_settings: StreamSettings, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    import streams.kafka
+    from streams.cli import main
+    from streams.cli.common import EXIT_BROKER
+    from streams.kafka import wait_for_topics
+
+    asyncio.run(wait_for_topics(stream_settings, timeout_s=10))  # created: returns
+    # A prefix whose topics nobody created: the worker stops with what to do, exit 3,
+    # instead of joining its group with no partitions to read.
+    monkeypatch.setattr(streams.kafka, "TOPIC_WAIT_S", 1.0)
+    monkeypatch.setenv("DRIPSTREAM_BROKERS", stream_settings.brokers)
+    monkeypatch.setenv("DRIPSTREAM_TOPIC_PREFIX", f"absent-{os.getpid()}.")
+    assert main(["worker"]) == EXIT_BROKER
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: broker at ") and "MissingTopics" in line, line
+    assert f"absent-{os.getpid()}.pages" in line and "dripstream topics create" in line
