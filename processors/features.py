@@ -29,16 +29,7 @@ Feature groups (``FEATURE_NAMES`` lists them in column order):
 * page context (the same for every block of a page; page-type signals): block count, text
   length, link share, shares of list items / table cells / headings / link-dominated
   blocks, currency symbols, ``article`` / ``main`` present, the block's text matching the
-  page title;
-* title and main heading: word overlap of every block with the page title (Jaccard,
-  share of the title's words); the page's main heading (first ``h1``, else the heading,
-  else the short block, most like the title): signed block and text-position distance of
-  each block from it (blocks before it are mostly boilerplate), its text position;
-* sentence shape (language-independent: no word lists): sentence ends per word, text
-  ending a sentence, mean sentence length, share of capitalised words; prose (link-free
-  text of blocks with a sentence end) position and its share over windows of 7 and 15
-  blocks, share of link-dominated blocks over the same windows, link share and text over
-  15 blocks, distance in blocks to the previous / next long prose block.
+  page title.
 
 No feature names a site, a URL or a string from the training data: the only words used are
 the generic class/id vocabularies below, and class/id tokens are hashed.
@@ -53,7 +44,7 @@ from collections.abc import Sequence
 import numpy as np
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-FEATURE_VERSION = 2
+FEATURE_VERSION = 1
 
 _TAG_LIST = (
     "p div span a li ul ol dl dt dd h1 h2 h3 h4 h5 h6 table tr td th tbody thead pre code "
@@ -146,26 +137,6 @@ _SCALAR_NAMES = [
     "page_currency",
     "page_has_article",
     "page_has_main",
-    "title_jaccard",
-    "title_cover",
-    "anchor_kind",
-    "anchor_dist",
-    "anchor_log_dist",
-    "anchor_text_dist",
-    "anchor_pos_text",
-    "terminals_per_word",
-    "ends_terminal",
-    "log_sentence_words",
-    "capital_share",
-    "prose_pos",
-    "win7_prose",
-    "win15_prose",
-    "win7_linky",
-    "win15_linky",
-    "win15_link",
-    "win15_log_text",
-    "prev_prose_dist",
-    "next_prose_dist",
 ]
 CATEGORICAL = ("tag", "parent_tag", "grandparent_tag", "prev_tag", "next_tag")
 FEATURE_NAMES = (
@@ -231,16 +202,10 @@ def _walk(root: LexborNode) -> tuple[list[tuple], dict[int, tuple]]:
     return containers, found
 
 
-_DIGIT, _PUNCT, _CURRENCY, _INVISIBLE, _TERMINAL, _UPPER = 1, 2, 4, 8, 16, 32
+_DIGIT, _PUNCT, _CURRENCY, _INVISIBLE = 1, 2, 4, 8
 _LUT = np.zeros(0x10000, dtype=np.uint8)
-_LUT[[ord(c) for c in ".!?。！？"]] |= _TERMINAL
-_LUT[ord("A") : ord("Z") + 1] = _UPPER
-_LUT[0xC0:0xDF] = _UPPER
-_LUT[0xD7] = 0
-_LUT[0x391:0x3AA] = _UPPER
-_LUT[0x410:0x430] = _UPPER
 _LUT[ord("0") : ord("9") + 1] = _DIGIT
-_LUT[[ord(c) for c in ".,;:!?。，、；：！？"]] |= _PUNCT
+_LUT[[ord(c) for c in ".,;:!?。，、；：！？"]] = _PUNCT
 _LUT[[ord(c) for c in "$€£¥₹"]] = _CURRENCY
 _LUT[: ord(" ") + 1] = _INVISIBLE
 _LUT[[0xA0, 0x3000, 0x200B, 0xFEFF]] = _INVISIBLE
@@ -269,12 +234,9 @@ def _char_stats(text: str, n: int, full: bool = True) -> tuple[np.ndarray, ...]:
         count((flags & _DIGIT) > 0),
         count((flags & _PUNCT) > 0),
         count((flags & _CURRENCY) > 0),
-        count((flags & _TERMINAL) > 0),
-        count(word_start & ((flags & _UPPER) > 0)),
     )
 
 
-_TERMINALS = frozenset(".!?。！？…:")
 _LINK_JOINED = re.compile(r"<a\b[^>\x00]*>[^\x00]*?</a>", re.IGNORECASE)
 _TAG_JOINED = re.compile(r"<[^>\x00]*>")
 
@@ -326,11 +288,7 @@ def page_features(
 
     # -- block text statistics from the mapping branch, on the joined page ---------------
     joined = "\x00".join(mapping_blocks)
-    plain = _TAG_JOINED.sub(" ", joined)
-    text_len, words, digits, punct, currency, terminals, capitals = _char_stats(plain, n)
-    block_texts = plain.split("\x00")
-    if len(block_texts) != n:  # a NUL inside a block: per block instead
-        block_texts = [_TAG_JOINED.sub(" ", block.replace("\x00", " ")) for block in mapping_blocks]
+    text_len, words, digits, punct, currency = _char_stats(_TAG_JOINED.sub(" ", joined), n)
     if "<a" in joined:
         nonlink = _TAG_JOINED.sub(" ", _LINK_JOINED.sub(" ", joined))
         link_len = np.maximum(text_len - _char_stats(nonlink, n, full=False)[0], 0.0)
@@ -385,25 +343,12 @@ def page_features(
     grand_tag = per_block([c_tag_code[p] if p >= 0 else 0 for p in c_parent])
     class_repeat = per_block([key_count.get(key, 0) if key else 0 for key in c_key])
     title_match = np.zeros(n)
-    title_jaccard = np.zeros(n)
-    title_cover = np.zeros(n)
-    is_heading = (tags >= TAG_CODES["h1"]) & (tags <= TAG_CODES["h6"])
-    title_words = set(title.lower().split()) if title else set()
-    if title_words:
-        lower_texts = plain.lower().split("\x00")
-        if len(lower_texts) != n:
-            lower_texts = [text.lower() for text in block_texts]
-        n_title = len(title_words)
-        for i, text in enumerate(lower_texts):
-            tokens = text.split()
-            common = len(title_words.intersection(tokens))
-            if common:
-                title_jaccard[i] = common / (len(set(tokens)) + n_title - common)
-                title_cover[i] = common / n_title
-        title_match[is_heading] = title_jaccard[is_heading]
-    ends_terminal = np.array(
-        [text.rstrip(" \t\n\r\"'”’»)]*")[-1:] in _TERMINALS for text in block_texts], dtype=float
-    )
+    if title:
+        title_words = set(title.lower().split())
+        for i in np.flatnonzero((tags >= TAG_CODES["h1"]) & (tags <= TAG_CODES["h6"])).tolist():
+            block_words = set(_TAG_JOINED.sub(" ", mapping_blocks[i]).lower().split())
+            union = title_words | block_words
+            title_match[i] = len(block_words & title_words) / len(union) if union else 0.0
     if rows_hash:
         flat = np.array(rows_hash) * N_FEATURES + np.array(cols_hash)
         X += np.bincount(flat, minlength=n * N_FEATURES).reshape(n, N_FEATURES)
@@ -539,14 +484,9 @@ def page_features(
     padded_tags = np.concatenate(([0], tags, [0]))
     columns["prev_tag"] = padded_tags[0:n]
     columns["next_tag"] = padded_tags[2 : n + 2]
-    # prose: the link-free text of blocks with a sentence end
-    prose_flag = (ends_terminal > 0) | (terminals > 0)
-    prose = np.where(prose_flag, text_len * (1 - link_share), 0.0)
     cum_text = np.concatenate(([0.0], np.cumsum(text_len)))
     cum_link = np.concatenate(([0.0], np.cumsum(link_len)))
-    cum_prose = np.concatenate(([0.0], np.cumsum(prose)))
-    cum_linky = np.concatenate(([0.0], np.cumsum(link_share > 0.5)))
-    for size in (3, 7, 15):
+    for size in (3, 7):
         low = np.maximum(index - size // 2, 0)
         high = np.minimum(index + size // 2 + 1, n)
         window_text = cum_text[high] - cum_text[low]
@@ -555,60 +495,6 @@ def page_features(
             window_link, window_text, out=np.ones(n), where=window_text > 0
         )
         columns[f"win{size}_log_text"] = np.log1p(window_text)
-        if size > 3:
-            columns[f"win{size}_prose"] = np.divide(
-                cum_prose[high] - cum_prose[low],
-                window_text,
-                out=np.zeros(n),
-                where=window_text > 0,
-            )
-            columns[f"win{size}_linky"] = (cum_linky[high] - cum_linky[low]) / (high - low)
-    # -- the page's main heading: first h1, else the heading / short block most like the title
-    anchor, kind = -1, 0.0
-    h1 = np.flatnonzero(tags == TAG_CODES["h1"])
-    if len(h1):
-        anchor, kind = int(h1[0]), 1.0
-    elif title_words:
-        score_h = np.where(is_heading, title_jaccard, 0.0)
-        if score_h.max() >= 0.3:
-            anchor, kind = int(np.argmax(score_h)), 2.0
-        else:
-            score_s = np.where(words <= 30, title_jaccard, 0.0)
-            if score_s.max() >= 0.5:
-                anchor, kind = int(np.argmax(score_s)), 3.0
-    columns["anchor_kind"] = kind
-    pos_text = columns["pos_text"]
-    if anchor >= 0:
-        delta = index - anchor
-        columns["anchor_dist"] = delta / n
-        columns["anchor_log_dist"] = np.sign(delta) * np.log1p(np.abs(delta))
-        columns["anchor_text_dist"] = pos_text - pos_text[anchor]
-        columns["anchor_pos_text"] = pos_text[anchor]
-    else:
-        for name in ("anchor_dist", "anchor_log_dist", "anchor_text_dist", "anchor_pos_text"):
-            columns[name] = np.nan  # no main heading: missing (LightGBM learns its side)
-    columns["title_jaccard"] = title_jaccard
-    columns["title_cover"] = title_cover
-    # -- sentence shape, prose and link lists around -----------------------------------
-    columns["terminals_per_word"] = terminals / safe_words
-    columns["ends_terminal"] = ends_terminal
-    columns["log_sentence_words"] = np.log1p(words / np.maximum(terminals, 1))
-    columns["capital_share"] = capitals / safe_words
-    total_prose = float(cum_prose[-1])
-    columns["prose_pos"] = cum_prose[:-1] / total_prose if total_prose else np.nan
-    strong = np.flatnonzero(prose_flag & (text_len >= 150) & (link_share < 0.3))
-    if len(strong):
-        after = np.searchsorted(strong, index, side="right")  # first strong > i
-        before = np.searchsorted(strong, index, side="left") - 1  # last strong < i
-        prev_d = np.where(before >= 0, index - strong[np.maximum(before, 0)], n)
-        next_d = np.where(
-            after < len(strong), strong[np.minimum(after, len(strong) - 1)] - index, n
-        )
-        columns["prev_prose_dist"] = np.log1p(prev_d)
-        columns["next_prose_dist"] = np.log1p(next_d)
-    else:
-        columns["prev_prose_dist"] = np.log1p(n)
-        columns["next_prose_dist"] = np.log1p(n)
     for name, values in columns.items():
         X[:, col[name]] = values
     return X

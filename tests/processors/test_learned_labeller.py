@@ -67,31 +67,6 @@ def test_features_are_one_finite_row_per_block(page: SimplifiedPage) -> None:
     assert np.array_equal(X, again)
 
 
-def test_heading_title_and_sentence_features(page: SimplifiedPage) -> None:
-    X = page_features(page.simplified_html, page.mapping_blocks, page.title)
-    column = {name: X[:, i] for i, name in enumerate(FEATURE_NAMES)}
-    heading = page.mapping_blocks.index(
-        next(block for block in page.mapping_blocks if "<h1" in block)
-    )
-    assert column["anchor_kind"][0] == 1  # the page has an h1
-    assert column["anchor_dist"][heading] == 0
-    assert (column["anchor_dist"][:heading] < 0).all()
-    assert (column["anchor_dist"][heading + 1 :] > 0).all()
-    assert column["title_cover"][heading] == 1.0
-    prose = [i for i, block in enumerate(page.mapping_blocks) if "snow melt" in block]
-    assert column["ends_terminal"][prose[0]] == 1.0
-    assert column["terminals_per_word"][prose[0]] > 0
-
-
-def test_features_without_a_heading_or_title_are_missing_not_wrong() -> None:
-    html = '<body><div><p _item_id="1">Home</p><p _item_id="2">Some text here.</p></div></body>'
-    X = page_features(html, ["<p>Home</p>", "<p>Some text here.</p>"])
-    assert X[0, FEATURE_NAMES.index("anchor_kind")] == 0
-    assert np.isnan(X[:, FEATURE_NAMES.index("anchor_dist")]).all()  # missing for LightGBM
-    others = [i for i, name in enumerate(FEATURE_NAMES) if not name.startswith("anchor_")]
-    assert np.isfinite(X[:, others]).all()
-
-
 def test_features_of_a_page_without_blocks_are_empty() -> None:
     assert page_features("", []).shape == (0, N_FEATURES)
 
