@@ -408,8 +408,8 @@ def _trail(text: str) -> str:
 
 def _tidy_inline(text: str) -> str:
     """Collapse spaces, trim each line (line breaks come from <br>)."""
-    if "\n" not in text and "  " not in text and not any(c in text for c in "\t\r\f\v"):
-        return text.strip()
+    if "  " not in text and not any(char in text for char in _NOT_SPACE_WHITESPACE):
+        return text.strip()  # one line, nothing to collapse
     lines = [line.strip() for line in _SPACES.sub(" ", text).split("\n")]
     return "\n".join(line for line in lines if line)
 
