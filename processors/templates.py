@@ -333,10 +333,6 @@ class Decision:
     labels: list[str] | None  # the template's labels when it serves the page
     shadow: bool = False
 
-    @property
-    def signatures(self) -> list[str]:
-        return [block[0] for block in self.keys]
-
 
 class TemplateCache:
     """Per-site templates (see the module docstring): ``consider`` a page, then ``teach``
