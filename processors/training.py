@@ -43,6 +43,7 @@ import numpy as np
 
 from processors.errors import PageError
 from processors.features import CATEGORICAL, FEATURE_NAMES, page_features
+from processors.labellers.booster import Booster
 from processors.labellers.learned import (
     LearnedLabeller,
     LearnedModel,
@@ -155,7 +156,7 @@ def load_pages(
     return pages
 
 
-def fit(pages: Sequence[PageData], seed: int = 0, num_trees: int = NUM_TREES) -> Any:
+def fit(pages: Sequence[PageData], seed: int = 0, num_trees: int = NUM_TREES) -> Booster:
     """A LightGBM booster trained on the blocks of ``pages``."""
     import lightgbm
 
@@ -172,7 +173,7 @@ def fit(pages: Sequence[PageData], seed: int = 0, num_trees: int = NUM_TREES) ->
         free_raw_data=True,
     )
     params = {**PARAMS, "seed": seed}
-    return lightgbm.train(params, dataset, num_boost_round=num_trees)
+    return Booster(lightgbm.train(params, dataset, num_boost_round=num_trees).model_to_string())
 
 
 # -- isotonic calibration -------------------------------------------------------------

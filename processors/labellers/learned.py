@@ -14,8 +14,8 @@ model would need far more labelled pages than the dev files hold and would not r
 speed target on one core.
 
 Per page: features (:mod:`processors.features`, one parse of the simplified page), one
-``Booster.predict`` on the page's matrix, block label main where p >= the model's
-threshold (chosen on cross-validation).
+prediction on the page's matrix (LightGBM's C library, :mod:`processors.labellers.booster`),
+block label main where p >= the model's threshold (chosen on cross-validation).
 
 Confidence (``LabelOutcome.confidence``): the calibrated probability that the page's
 extraction is *good*, defined as WCXB word F1 >= 0.8 against the gold. Raw score: the
@@ -54,6 +54,7 @@ import numpy as np
 
 from processors.features import FEATURE_NAMES, FEATURE_VERSION, page_features
 from processors.labellers.base import LabelOutcome
+from processors.labellers.booster import Booster
 from topics.records import MAIN, OTHER, SimplifiedPage
 
 MODEL_FORMAT = "dripstream-learned-labeller"
@@ -89,7 +90,7 @@ class LearnedModel:
 
     def __init__(
         self,
-        booster: Any,
+        booster: Booster,
         threshold: float = 0.5,
         calibration: dict[str, list[float]] | None = None,
         meta: dict[str, Any] | None = None,
@@ -103,8 +104,6 @@ class LearnedModel:
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> LearnedModel:
-        import lightgbm
-
         with open(path or default_model_path(), encoding="utf-8") as file:
             document = json.load(file)
         if document.get("format") != MODEL_FORMAT:
@@ -113,7 +112,7 @@ class LearnedModel:
             raise ValueError(
                 f"{path}: features v{document.get('feature_version')}, code v{FEATURE_VERSION}"
             )
-        booster = lightgbm.Booster(model_str=document["lightgbm"])
+        booster = Booster(document["lightgbm"])
         rule = document.get("second_opinion")
         return cls(
             booster,
@@ -132,7 +131,7 @@ class LearnedModel:
             "calibration": self.calibration,
             "second_opinion": self.second_opinion._asdict() if self.second_opinion else None,
             "meta": self.meta,
-            "lightgbm": self.booster.model_to_string(),
+            "lightgbm": self.booster.model,
         }
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w", encoding="utf-8") as file:
@@ -142,7 +141,7 @@ class LearnedModel:
         """Main probability of every row."""
         if not len(X):
             return np.zeros(0)
-        return self.booster.predict(X, num_threads=1)
+        return self.booster.predict(X)
 
     def calibrate(self, raw: float) -> float:
         if not self.calibration:
