@@ -68,11 +68,10 @@ def run_site(pages: list[dict], teacher_name: str, settings: TemplateSettings) -
     alone = extract_pages(raws, teacher, pipeline)
     cascade = TemplateCascade(build_labeller(teacher_name), TemplateCache(settings), audit=True)
     with_cache = [extract_pages([raw], cascade, pipeline)[0] for raw in raws]  # crawl order
-    served = sum(
-        1
+    served_flags = [
+        bool(outcome.record and outcome.record.extractor.endswith(f":{TEMPLATE_LABELLER}"))
         for outcome in with_cache
-        if outcome.record and outcome.record.extractor.endswith(f":{TEMPLATE_LABELLER}")
-    )
+    ]
     audits = [
         {
             "agreement": audit.agreement,
@@ -96,7 +95,8 @@ def run_site(pages: list[dict], teacher_name: str, settings: TemplateSettings) -
 
     return {
         "pages": len(pages),
-        "served": served,
+        "served": sum(served_flags),
+        "served_flags": served_flags,  # per page, in crawl order
         "audits": audits,
         "teacher_quality": quality(alone),
         "cascade_quality": quality(with_cache),

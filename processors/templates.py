@@ -7,8 +7,13 @@ site's next pages without the teacher.
 
 - **Signature** of a block: its path in the simplified DOM, one ``tag.class.class#id``
   step per element, from its fifth ancestor down to the block (the steps above are the
-  same for every block of a page: they add bytes, not information). Class and id tokens are
-  generalised first (``generalise``): digit runs become ``#`` and machine-made parts
+  same for every block of a page: they add bytes, not information), plus ``~links`` when
+  the block's text is mostly link text (``LINKS_SHARE``): a "see also" line of links and
+  a paragraph of prose in the same place are different blocks to any teacher. An id
+  counts only when it is one lowercase word (``content``, ``sidebar``): other ids name
+  one page's element (``sql-createtable-examples``, ``VIEW-PG-ROLES``, ``post-4711``),
+  and with them no two pages of a site would share a section's signature. Class tokens
+  are generalised first (``generalise``): digit runs become ``#`` and machine-made parts
   (CSS modules ``name__hash``, ``css-1q2w3e``, ``sc-AbCdE``, long letter-digit mixes, and
   mixed-case letter runs that do not read as camelCase words, such as ``cSNCliWjnECzm``)
   become ``*``, as PACE's aggregator does with CSS-module suffixes. Class tokens that
@@ -76,6 +81,9 @@ MIN_COVERAGE = 0.5  # a teacher page verifies a template only if it knows this s
 # block and its parent; (1, 2): any child of the block's parent and grandparent.
 BACKOFF = ((0, 2), (1, 2))
 BACKOFF_MARK = "*>"  # back-off signatures start with it (a CSS selector: any ancestors)
+LINKS_MARK = "~links"  # ends the signature of a block whose text is mostly link text
+LINKS_SHARE = 0.6
+_LAYOUT_ID = re.compile(r"^[a-z]+$")  # an id that names a region: content, sidebar, footer
 
 _DIGITS = re.compile(r"\d+")
 _CSS_MODULE = re.compile(r"^(.+?)__[A-Za-z0-9_-]{4,}$")  # Header_title__3xYz1
@@ -146,9 +154,14 @@ def _step(node: LexborNode) -> str:
     )
     step = node.tag + "".join(f".{name}" for name in classes)
     element_id = attributes.get("id")
-    if element_id:
-        step += f"#{generalise(element_id)}"
+    if element_id and _LAYOUT_ID.match(element_id):
+        step += f"#{element_id}"
     return step
+
+
+def _mostly_links(block: LexborNode) -> bool:
+    text = len(block.text(strip=True))
+    return text > 0 and sum(len(a.text(strip=True)) for a in block.css("a")) >= LINKS_SHARE * text
 
 
 def block_keys(simplified_html: str) -> list[tuple[str, ...]]:
@@ -164,6 +177,8 @@ def block_keys(simplified_html: str) -> list[tuple[str, ...]]:
             steps.append(_step(node))
             node = node.parent
         steps.reverse()
+        if steps and _mostly_links(block):
+            steps[-1] += LINKS_MARK
         end = len(steps)
         backoff = (
             BACKOFF_MARK + ">".join(steps[end - skip - kept : end - skip]) + ">*" * skip
@@ -501,7 +516,8 @@ def css_selector(signature: str) -> str:
     """A signature as a CSS selector a person can read and a browser can run: generalised
     tokens become prefix attribute matches, wholly machine-made ones are left out."""
     steps = []
-    for step in signature.split(">"):
+    links = signature.endswith(LINKS_MARK)
+    for step in signature.removesuffix(LINKS_MARK).split(">"):
         name, _, element_id = step.partition("#")
         tag, *classes = name.split(".")
         selector = tag
@@ -510,7 +526,7 @@ def css_selector(signature: str) -> str:
         if element_id:
             selector += _token_selector("id", element_id, f"#{element_id}")
         steps.append(selector)
-    return " > ".join(steps)
+    return " > ".join(steps) + (" /* mostly link text */" if links else "")
 
 
 def _token_selector(attribute: str, token: str, exact: str) -> str:

@@ -6,12 +6,15 @@ from __future__ import annotations
 from processors.labellers.base import LabelOutcome
 from processors.pipeline import PipelineSettings, simplify_page
 from processors.templates import (
+    LINKS_MARK,
     TEMPLATE_LABELLER,
     Cluster,
     TemplateCache,
     TemplateCascade,
     TemplateSettings,
+    block_keys,
     block_signatures,
+    css_selector,
     generalise,
     registrable_domain,
 )
@@ -270,3 +273,42 @@ def test_back_off_never_overrides_what_the_teacher_said_of_the_full_path() -> No
     assert cluster.predict(("div.x>div.card>p", "*>div.card>p"), settings) is None
     cluster.counts["div.x>div.card>p"] = [2, 2]  # seen enough, labelled both ways
     assert cluster.predict(("div.x>div.card>p", "*>div.card>p"), settings) is None
+
+
+def sections_page(number: int, sections: list[str], layout_id: str = "content") -> SimplifiedPage:
+    """A reference page: sections whose ids are slugs of the page's own title, the last a
+    "see also" line of links."""
+    body = "".join(
+        f'<div class="sect1" id="cmd{number}-{name}"><h2>{name.title()}</h2>'
+        f"<p>What the command number {number} does in its {name} section, in prose.</p></div>"
+        for name in sections
+    )
+    see_also = (
+        f'<div class="sect1" id="cmd{number}-see-also"><h2>See also</h2>'
+        f'<p><a href="/a{number}">ALTER THING</a>, <a href="/b{number}">DROP THING</a></p></div>'
+    )
+    html = f'<html><body><div id="{layout_id}">{body}{see_also}</div>'
+    raw = RawPage(url=f"https://docs.example.org/cmd{number}.html", html=html.encode())
+    page = simplify_page(raw, PipelineSettings())
+    assert isinstance(page, SimplifiedPage)
+    return page
+
+
+def test_ids_that_name_one_pages_element_do_not_split_a_layout() -> None:
+    one = block_signatures(sections_page(1, ["synopsis", "description"]).simplified_html)
+    two = block_signatures(sections_page(2, ["synopsis", "description"]).simplified_html)
+    assert one == two
+    assert all("cmd" not in signature for signature in one)
+    assert all(signature.startswith("div#content>") for signature in one)
+    sidebar = block_signatures(sections_page(3, ["synopsis"], "sidebar").simplified_html)
+    assert not set(sidebar) & set(one)  # a one-word id names a region: it stays
+
+
+def test_a_line_of_links_is_not_the_prose_block_in_the_same_place() -> None:
+    page = sections_page(1, ["description"])
+    paragraphs = [s for s in block_signatures(page.simplified_html) if ">p" in s]
+    prose, links = paragraphs
+    assert links == prose + LINKS_MARK
+    assert css_selector(links) == css_selector(prose) + " /* mostly link text */"
+    [key] = [keys for keys in block_keys(page.simplified_html) if keys[0] == links]
+    assert key[1].endswith(LINKS_MARK)  # back-off keeps the mark where it ends on the block

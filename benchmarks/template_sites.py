@@ -1,0 +1,106 @@
+"""The site-template cache on whole sites crawled page after page (no gold needed).
+
+The shared data has three sites of 10 or more pages. This benchmark takes whole real
+sites instead: the HTML documentation of PostgreSQL 15 (1,169 pages) and of Python 3.11
+(530 pages) as Debian ships them, fetched by ``--fetch`` (``apt-get download`` and
+``dpkg-deb -x`` into ``out/sites``, no root needed). Pages go through the pipeline in a
+crawl order (shuffled with a fixed seed: a crawler's frontier is not alphabetical), once
+with the teacher alone and once with the cache in front of it, the teacher also labelling
+every served page (only to measure). Reported per site:
+
+- share of pages served from templates, overall and over the second half of the crawl
+  (after the templates had the first half to learn);
+- on the served pages: block agreement with the teacher, pages served exactly as the
+  teacher would have labelled them, and ROUGE-5 of the template's Markdown against the
+  teacher's.
+
+    .venv/bin/python benchmarks/template_sites.py --fetch --teacher heuristic
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+from pathlib import Path
+
+from template_cache import run_site
+
+from processors.templates import TemplateSettings
+
+SITES_DIR = Path("out/sites")
+# Debian package -> (documentation root inside it, the site's base URL)
+SITES = {
+    "postgresql-doc-15": (
+        "usr/share/doc/postgresql-doc-15/html",
+        "https://www.postgresql.org/docs/15/",
+    ),
+    "python3.11-doc": ("usr/share/doc/python3.11/html", "https://docs.python.org/3.11/"),
+}
+
+
+def fetch(directory: Path) -> None:
+    """Download the documentation packages and unpack them (no installation)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    missing = [name for name in SITES if not (directory / name).is_dir()]
+    if missing:
+        subprocess.run(["apt-get", "download", *missing], cwd=directory, check=True)
+    for name in missing:
+        [deb] = directory.glob(f"{name}_*.deb")
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(directory / name)], check=True)
+
+
+def crawl(directory: Path, package: str, pages: int, seed: int) -> list[dict]:
+    root, base = SITES[package]
+    top = directory / package / root
+    files = sorted(f for f in top.rglob("*.html") if "_sources" not in f.parts)
+    random.Random(seed).shuffle(files)
+    return [
+        {"url": base + f.relative_to(top).as_posix(), "html": f.read_text(errors="replace")}
+        for f in files[:pages]
+    ]
+
+
+def summary(result: dict) -> dict[str, object]:
+    audits = result["audits"]
+    flags = result["served_flags"]
+    half = flags[len(flags) // 2 :]
+
+    def mean(values: list[float]) -> float | None:
+        return round(statistics.fmean(values), 4) if values else None
+
+    return {
+        "pages": result["pages"],
+        "served": result["served"],
+        "served_share": round(result["served"] / result["pages"], 3),
+        "served_share_second_half": round(sum(half) / len(half), 3) if half else 0.0,
+        "served_block_agreement": mean([a["agreement"] for a in audits]),
+        "served_exact_pages": sum(1 for a in audits if a["agreement"] == 1.0),
+        "served_rouge_vs_teacher": mean([a["rouge_vs_teacher"] for a in audits]),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--teacher", default="learned")
+    parser.add_argument("--pages", type=int, default=400, help="pages per site, at most")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fetch", action="store_true", help="download the sites first")
+    parser.add_argument("--dir", type=Path, default=SITES_DIR)
+    parser.add_argument("--out", default="out/template_sites.json")
+    args = parser.parse_args()
+    if args.fetch:
+        fetch(args.dir)
+    report: dict[str, object] = {"teacher": args.teacher, "seed": args.seed}
+    for package in SITES:
+        rows = crawl(args.dir, package, args.pages, args.seed)
+        report[package] = summary(run_site(rows, args.teacher, TemplateSettings()))
+        print(package, json.dumps(report[package]), flush=True)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
