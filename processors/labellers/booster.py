@@ -65,7 +65,7 @@ class Booster:
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """The model's output (a probability, for a binary model) for every row of ``X``,
-        on the calling thread only."""
+        computed on one thread (``num_threads=1``, as the labeller always predicted)."""
         if X.dtype not in _DTYPES:
             X = X.astype(np.float32)
         X = np.ascontiguousarray(X)
