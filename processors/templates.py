@@ -170,11 +170,15 @@ def block_keys(simplified_html: str) -> list[tuple[str, ...]]:
     ``*>div.a>p`` is a ``p`` in a ``div.a``; ``*>ul.b>li.c>*`` any child of ``ul.b>li.c``."""
     tree = LexborHTMLParser(simplified_html)
     keys = []
+    step_of: dict[int, str] = {}  # ancestors are shared by many blocks: one step each
     for block in tree.css("[_item_id]"):
         steps = []
         node: LexborNode | None = block
         while node is not None and node.tag not in _ROOTS and len(steps) < MAX_PATH_STEPS:
-            steps.append(_step(node))
+            step = step_of.get(node.mem_id)
+            if step is None:
+                step = step_of[node.mem_id] = _step(node)
+            steps.append(step)
             node = node.parent
         steps.reverse()
         if steps and _mostly_links(block):
