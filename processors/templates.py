@@ -5,7 +5,7 @@ block *signature* of a site's layout, how often the teacher (the vLLM model, or 
 labeller) called that block main or other; once it has proven itself it labels the
 site's next pages without the teacher.
 
-- **Signature** of a block: its path in the simplified DOM, one ``tag.class.class#id``
+- **Signature** of a block: its path in the simplified DOM, one ``tag#id.class.class``
   step per element, from its fifth ancestor down to the block (the steps above are the
   same for every block of a page: they add bytes, not information), plus ``~links`` when
   the block's text is mostly link text (``LINKS_SHARE``): a "see also" line of links and
@@ -152,11 +152,11 @@ def _step(node: LexborNode) -> str:
     classes = sorted(
         {name for t in (attributes.get("class") or "").split() if (name := _class_token(t))}
     )
-    step = node.tag + "".join(f".{name}" for name in classes)
     element_id = attributes.get("id")
+    step = node.tag
     if element_id and _LAYOUT_ID.match(element_id):
         step += f"#{element_id}"
-    return step
+    return step + "".join(f".{name}" for name in classes)
 
 
 def _mostly_links(block: LexborNode) -> bool:
@@ -522,8 +522,8 @@ def css_selector(signature: str) -> str:
     steps = []
     links = signature.endswith(LINKS_MARK)
     for step in signature.removesuffix(LINKS_MARK).split(">"):
-        name, _, element_id = step.partition("#")
-        tag, *classes = name.split(".")
+        head, *classes = step.split(".")  # a generalised class may hold "#": the id leads
+        tag, _, element_id = head.partition("#")
         selector = tag
         for token in classes:
             selector += _token_selector("class", token, f".{token}")

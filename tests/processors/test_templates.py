@@ -312,3 +312,15 @@ def test_a_line_of_links_is_not_the_prose_block_in_the_same_place() -> None:
     assert css_selector(links) == css_selector(prose) + " /* mostly link text */"
     [key] = [keys for keys in block_keys(page.simplified_html) if keys[0] == links]
     assert key[1].endswith(LINKS_MARK)  # back-off keeps the mark where it ends on the block
+
+
+def test_a_selector_from_a_generalised_class_still_selects_its_blocks() -> None:
+    from selectolax.lexbor import LexborHTMLParser
+
+    page = sections_page(1, ["description"])
+    [prose, _links] = [s for s in block_signatures(page.simplified_html) if ">p" in s]
+    assert "div.sect#>p" in prose  # class sect1, digits generalised
+    selector = css_selector(prose)
+    assert selector == 'div#content > div[class*="sect"] > p'
+    found = [node.text() for node in LexborHTMLParser(page.simplified_html).css(selector)]
+    assert any("description section" in text for text in found)
