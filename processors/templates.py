@@ -118,7 +118,7 @@ def _looks_random(part: str) -> bool:
 
 @lru_cache(maxsize=65536)
 def generalise(token: str) -> str:
-    """A class or id token without the parts that change from page to page or build to
+    """A class token without the parts that change from page to page or build to
     build: machine-made suffixes and letter-digit mixes -> ``*``, digit runs -> ``#``."""
     match = _CSS_IN_JS.match(token)
     if match:
@@ -526,18 +526,18 @@ def css_selector(signature: str) -> str:
         tag, _, element_id = head.partition("#")
         selector = tag
         for token in classes:
-            selector += _token_selector("class", token, f".{token}")
-        if element_id:
-            selector += _token_selector("id", element_id, f"#{element_id}")
+            selector += _class_selector(token)
+        if element_id:  # one lowercase word (``_LAYOUT_ID``): exact
+            selector += f"#{element_id}"
         steps.append(selector)
     return " > ".join(steps) + (" /* mostly link text */" if links else "")
 
 
-def _token_selector(attribute: str, token: str, exact: str) -> str:
+def _class_selector(token: str) -> str:
     cut = min((i for i in (token.find("#"), token.find("*")) if i >= 0), default=-1)
     if cut < 0:
-        return exact
-    return f'[{attribute}*="{token[:cut]}"]' if cut else ""
+        return f".{token}"
+    return f'[class*="{token[:cut]}"]' if cut else ""
 
 
 def export_site(state: SiteState, settings: TemplateSettings | None = None) -> dict[str, object]:
