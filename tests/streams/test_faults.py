@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 import time
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from streams.tools import compute_ledger, produce_pages, read_topics, wait_for_o
 from topics.topics import RECORDS
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+BURSTS = 10
+WARM_BURSTS = 4
 
 
 def test_a_second_worker_joining_and_leaving_mid_run_loses_nothing(
@@ -50,18 +53,28 @@ def test_soak_with_per_stage_kills_and_a_broker_restart_loses_nothing(
 def test_unread_records_do_not_grow_worker_memory(
     stream_settings: StreamSettings, workers, data_dir: Path
 ) -> None:
-    """Nobody reads the records topic while 4 bursts go through: memory stays flat."""
+    """Nobody reads the records topic while 10 bursts go through: after warming up, the
+    worker's own memory does not climb burst after burst.
+
+    The worker process is where unread records would pile up; its sandbox children hold
+    one page at a time and retire when their heap grows (bounded by design), so they are
+    left out of the trend. The first bursts warm caches (labeller, templates, faust) and
+    are left out too. A leak of what goes through would add about a burst's HTML (16 MiB)
+    a burst; the trend allowed is a quarter of that.
+    """
     worker = workers.start()
-    peaks = []
-    for burst in range(4):
+    peaks: list[float] = []
+    burst_mib = 0.0
+    for burst in range(BURSTS):
         pages = dev_pages(data_dir, copies=1, tag=f"m{burst}")
+        burst_mib = sum(len(page.html) for page in pages) / 2**20
         asyncio.run(produce_pages(stream_settings, pages, progress=False))
         peak = 0.0
         # Wait for this burst to come out (counting dead letters too), sampling memory.
         wanted = (burst + 1) * len(pages)
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
-            peak = max(peak, rss_mib(worker.pid))
+            peak = max(peak, rss_mib(worker.pid, children=False))
             done = asyncio.run(
                 read_topics(
                     stream_settings,
@@ -76,5 +89,6 @@ def test_unread_records_do_not_grow_worker_memory(
         else:
             pytest.fail(f"burst {burst} did not come out: {workers.logs()}")
         peaks.append(peak)
-    print(f"worker peak RSS per burst (MiB): {peaks}")
-    assert max(peaks[2:]) <= 1.25 * max(peaks[:2]), peaks
+    trend = statistics.linear_regression(range(WARM_BURSTS, BURSTS), peaks[WARM_BURSTS:]).slope
+    print(f"worker peak RSS per burst (MiB): {[round(p) for p in peaks]}; trend {trend:+.2f}")
+    assert trend < burst_mib / 4, (peaks, trend)
