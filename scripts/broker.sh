@@ -89,27 +89,10 @@ ADMIN_CONFIG="$SECRETS_DIR/admin.properties"
 CONTROLLER_CONFIG="$SECRETS_DIR/controller.properties"
 SCRAM=SCRAM-SHA-512
 
-log() { echo "broker: $*" >&2; }
-die() { echo "broker: error: $*" >&2; exit 1; }
-
-# --- prerequisites -----------------------------------------------------------
-
-require_java() {
-    command -v java >/dev/null 2>&1 \
-        || die "java not found on PATH; install a Java 17+ runtime (e.g. apt-get install openjdk-17-jre-headless)"
-    local version major
-    # First line looks like: openjdk version "17.0.15" 2025-04-15  (or "1.8.0_392" for Java 8)
-    version="$(java -version 2>&1 | awk -F'"' '/version/ {print $2; exit}')"
-    major="${version%%.*}"
-    if [[ "$major" == 1 ]]; then major="$(echo "$version" | cut -d. -f2)"; fi
-    [[ "$major" =~ ^[0-9]+$ ]] || die "could not read the Java version from 'java -version' (got '$version')"
-    (( major >= 17 )) || die "Java 17+ is required, found Java $version at $(command -v java)"
-}
-
-require_mvn() {
-    command -v mvn >/dev/null 2>&1 \
-        || die "mvn (Apache Maven) not found on PATH; it is needed once to fetch the Kafka jars (e.g. apt-get install maven)"
-}
+NAME=broker WHAT=broker ADDRESS="$HOST:$PORT" STATE_DIR="$KAFKA_HOME_DIR" STEP_S=0.5
+PID_PATTERN="kafka.Kafka $SERVER_PROPS"
+# shellcheck source=scripts/lib/jvm_server.sh
+source "$REPO_ROOT/scripts/lib/jvm_server.sh"
 
 # --- jars ----------------------------------------------------------------------
 
@@ -122,19 +105,11 @@ ensure_jars() {
     if [[ -f "$LIBS_STAMP" && "$(cat "$LIBS_STAMP")" == "$(pom_hash)" ]]; then
         return 0
     fi
-    require_mvn
     log "resolving Kafka jars with Maven (first run only) ..."
     local tmp="$KAFKA_HOME_DIR/libs.tmp.$$"
     rm -rf "$tmp"
     mkdir -p "$tmp"
-    # Maven prints everything (errors too) to stdout; keep it for the error case only.
-    local mvn_out
-    if ! mvn_out="$(mvn -q -B -Dstyle.color=never -f "$POM" dependency:copy-dependencies \
-            -DincludeScope=runtime -DoutputDirectory="$tmp" 2>&1)"; then
-        echo "$mvn_out" >&2
-        rm -rf "$tmp"
-        die "mvn could not resolve the jars for $POM (is Maven Central reachable?)"
-    fi
+    maven_jars "$POM" "$tmp" "$tmp"
     pom_hash >"$tmp/.pom.sha256"
     rm -rf "$LIBS"
     mv "$tmp" "$LIBS"
@@ -404,36 +379,12 @@ print_client_env() {
 
 # --- process helpers -----------------------------------------------------------
 
-# Prints the recorded pid if that process is alive and really is our broker
-# (guards against a stale pid file whose pid was reused by something else).
-broker_pid() {
-    [[ -f "$PID_FILE" ]] || return 1
-    local pid
-    pid="$(cat "$PID_FILE")"
-    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-    kill -0 "$pid" 2>/dev/null || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "kafka.Kafka $SERVER_PROPS" || return 1
-    echo "$pid"
-}
-
-port_open() {
-    (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null
-}
-
 # True once the broker answers an ApiVersions request as node 1.
-broker_answers() {
+server_answers() {
     local config=()
     if [[ "$MODE" == secure ]]; then config=(--command-config "$ADMIN_CONFIG"); fi
     kafka_java kafka.admin.BrokerApiVersionsCommand \
         --bootstrap-server "$HOST:$PORT" "${config[@]}" 2>/dev/null | grep -q "(id: 1 rack"
-}
-
-log_tail() {
-    if [[ -f "$LOG_FILE" ]]; then
-        echo "----- last 40 lines of $LOG_FILE -----" >&2
-        tail -n 40 "$LOG_FILE" >&2
-        echo "-----" >&2
-    fi
 }
 
 # --- commands ------------------------------------------------------------------
@@ -444,7 +395,7 @@ cmd_up() {
     check_mode
 
     local pid
-    if pid="$(broker_pid)"; then
+    if pid="$(server_pid)"; then
         if port_open "$PORT"; then
             log "already running (pid $pid, $HOST:$PORT)"
             if [[ "$MODE" == secure ]]; then print_client_env; fi
@@ -454,12 +405,7 @@ cmd_up() {
         log "broker (pid $pid) is running but not listening yet; waiting"
     else
         rm -f "$PID_FILE"
-        for p in "$PORT" "$CONTROLLER_PORT"; do
-            if port_open "$p"; then
-                die "port $HOST:$p is already in use by another process (not the broker recorded in $PID_FILE)"
-            fi
-        done
-
+        require_free_ports "$PORT" "$CONTROLLER_PORT"
         ensure_jars
         if [[ "$MODE" == secure ]]; then
             ensure_tls
@@ -468,106 +414,25 @@ cmd_up() {
         write_config
         ensure_formatted
 
-        if [[ -f "$LOG_FILE" ]]; then mv -f "$LOG_FILE" "$LOG_FILE.1"; fi
         log "starting Kafka on $HOST:$PORT (controller $HOST:$CONTROLLER_PORT, state in $KAFKA_HOME_DIR)"
-        # setsid detaches the broker from this shell's session so Ctrl-C on the
-        # caller does not take it down; the inner shell records its own pid and
-        # then exec's java, so the pid file holds the JVM's pid.
         # shellcheck disable=SC2086  # $HEAP is a list of JVM flags
-        setsid bash -c 'echo $$ >"$0"; exec "$@"' "$PID_FILE" \
-            java $HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
+        pid="$(launch java $HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
             -Djava.awt.headless=true \
             -Dlog4j.configuration="file:$LOG4J_PROPS" \
             -Dkafka.logs.dir="$LOGS" \
-            -cp "$LIBS/*" kafka.Kafka "$SERVER_PROPS" \
-            </dev/null >"$LOG_FILE" 2>&1 &
-        # Wait for the pid file to appear.
-        for _ in $(seq 50); do [[ -s "$PID_FILE" ]] && break; sleep 0.1; done
-        pid="$(cat "$PID_FILE" 2>/dev/null || true)"
-        [[ -n "$pid" ]] || die "broker did not start (no pid recorded)"
+            -cp "$LIBS/*" kafka.Kafka "$SERVER_PROPS")"
     fi
 
     # Readiness: the port must open, then the broker must answer ApiVersions.
-    local deadline=$((SECONDS + UP_TIMEOUT))
-    until port_open "$PORT" && broker_answers; do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            log_tail
-            rm -f "$PID_FILE"
-            die "broker process $pid exited during startup (see $LOG_FILE)"
-        fi
-        if (( SECONDS >= deadline )); then
-            log_tail
-            die "broker (pid $pid) not ready on $HOST:$PORT after ${UP_TIMEOUT}s; it is left running - see above, '$0 logs' or '$0 down'"
-        fi
-        sleep 0.5
-    done
+    await_ready "$pid" "$UP_TIMEOUT"
     log "ready: $HOST:$PORT (pid $pid)"
     if [[ "$MODE" == secure ]]; then print_client_env; fi
 }
 
-cmd_down() {
-    local pid
-    if ! pid="$(broker_pid)"; then
-        rm -f "$PID_FILE"
-        log "not running"
-        return 0
-    fi
-    log "stopping broker (pid $pid)"
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 300); do   # 30 s in 0.1 s steps
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        log "still alive after 30 s; sending KILL"
-        kill -KILL "$pid" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    fi
-    rm -f "$PID_FILE"
-    log "stopped"
-}
-
-cmd_status() {
-    local pid
-    if pid="$(broker_pid)"; then
-        if port_open "$PORT"; then
-            echo "running (pid $pid, $HOST:$PORT, state in $KAFKA_HOME_DIR)"
-            return 0
-        fi
-        echo "starting or unresponsive (pid $pid alive, $HOST:$PORT not listening)"
-        return 3
-    fi
-    echo "not running"
-    return 3
-}
-
-cmd_logs() {
-    [[ -f "$LOG_FILE" ]] || die "no log yet at $LOG_FILE"
-    if [[ "${1:-}" == "-f" ]]; then
-        exec tail -n 100 -F "$LOG_FILE"
-    fi
-    tail -n 100 "$LOG_FILE"
-}
-
 cmd_reset() {
-    local pid
-    if pid="$(broker_pid)"; then
-        die "broker is running (pid $pid); run '$0 down' first"
-    fi
+    require_down
     rm -rf "$DATA" "$CLUSTER_ID_FILE" "$MODE_FILE"
     log "wiped $DATA and the cluster id (jars kept); the next 'up' starts an empty cluster"
 }
 
-usage() {
-    sed -n '2,8s/^# \{0,1\}//p' "$0" >&2
-    exit 2
-}
-
-case "${1:-}" in
-    up) cmd_up ;;
-    down) cmd_down ;;
-    status) cmd_status ;;
-    logs) shift; cmd_logs "$@" ;;
-    reset) cmd_reset ;;
-    *) usage ;;
-esac
+dispatch "$@"

@@ -39,24 +39,18 @@ LIB_ROOT="$REPO_ROOT/.cache/search-libs"
 LIBS="$LIB_ROOT/libs"
 CLASSES="$LIB_ROOT/classes"
 STAMP="$LIB_ROOT/.stamp"
-CONFIG="$HOME_DIR/config"
-DATA="$HOME_DIR/data"
-LOGS="$HOME_DIR/logs"
-LOG_FILE="$LOGS/server.log"
-PID_FILE="$HOME_DIR/search.pid"
 
-log() { echo "search: $*" >&2; }
-die() { echo "search: error: $*" >&2; exit 1; }
-
-require_java() {
-    command -v java >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 \
-        || die "java and javac not found on PATH; install a Java 17 JDK (e.g. apt-get install openjdk-17-jdk-headless)"
-    local version major
-    version="$(java -version 2>&1 | awk -F'"' '/version/ {print $2; exit}')"
-    major="${version%%.*}"
-    [[ "$major" =~ ^[0-9]+$ ]] || die "could not read the Java version from 'java -version' (got '$version')"
-    (( major >= 17 )) || die "Java 17+ is required, found Java $version at $(command -v java)"
+# The state folder's paths, from HOME_DIR made absolute (the server's command line holds
+# it, which is how server_pid knows our process).
+state_paths() {
+    if [[ -d "$HOME_DIR" ]]; then HOME_DIR="$(cd "$HOME_DIR" && pwd)"; fi
+    STATE_DIR="$HOME_DIR" CONFIG="$HOME_DIR/config" DATA="$HOME_DIR/data" LOGS="$HOME_DIR/logs"
+    LOG_FILE="$LOGS/server.log" PID_FILE="$HOME_DIR/search.pid" PID_PATTERN="DripSearch $HOME_DIR "
 }
+
+NAME=search WHAT=server ADDRESS="http://$HOST:$PORT" STEP_S=0.2
+# shellcheck source=scripts/lib/jvm_server.sh
+source "$REPO_ROOT/scripts/lib/jvm_server.sh"
 
 stamp() { cat "$POM" "$MAIN_SOURCE" | sha256sum | cut -d' ' -f1; }
 
@@ -66,19 +60,12 @@ ensure_jars() {
     if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$(stamp)" ]]; then
         return 0
     fi
-    command -v mvn >/dev/null 2>&1 \
-        || die "mvn (Apache Maven) not found on PATH; it is needed once to fetch the OpenSearch jars (e.g. apt-get install maven)"
     log "resolving OpenSearch jars with Maven (first run only) ..."
     local tmp="$LIB_ROOT.tmp.$$"
     rm -rf "$tmp"
     mkdir -p "$tmp/libs" "$tmp/classes"
+    maven_jars "$POM" "$tmp/libs" "$tmp"
     local out
-    if ! out="$(mvn -q -B -Dstyle.color=never -f "$POM" dependency:copy-dependencies \
-            -DincludeScope=runtime -DoutputDirectory="$tmp/libs" 2>&1)"; then
-        echo "$out" >&2
-        rm -rf "$tmp"
-        die "mvn could not resolve the jars for $POM (is Maven Central reachable?)"
-    fi
     if ! out="$(javac -d "$tmp/classes" -cp "$tmp/libs/*" "$MAIN_SOURCE" 2>&1)"; then
         echo "$out" >&2
         rm -rf "$tmp"
@@ -106,19 +93,6 @@ logger.node.level = info
 EOF
 }
 
-# The recorded pid, if that process is alive and really is our server.
-server_pid() {
-    [[ -f "$PID_FILE" ]] || return 1
-    local pid
-    pid="$(cat "$PID_FILE")"
-    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-    kill -0 "$pid" 2>/dev/null || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "DripSearch $HOME_DIR " || return 1
-    echo "$pid"
-}
-
-port_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
-
 # True once the cluster answers and is at least yellow.
 server_answers() {
     local body
@@ -126,20 +100,10 @@ server_answers() {
     [[ "$body" == *'"status":"green"'* || "$body" == *'"status":"yellow"'* ]]
 }
 
-log_tail() {
-    if [[ -f "$LOG_FILE" ]]; then
-        echo "----- last 40 lines of $LOG_FILE -----" >&2
-        tail -n 40 "$LOG_FILE" >&2
-        echo "-----" >&2
-    fi
-}
-
 cmd_up() {
     require_java
     mkdir -p "$HOME_DIR"
-    HOME_DIR="$(cd "$HOME_DIR" && pwd)"
-    CONFIG="$HOME_DIR/config" DATA="$HOME_DIR/data" LOGS="$HOME_DIR/logs"
-    LOG_FILE="$LOGS/server.log" PID_FILE="$HOME_DIR/search.pid"
+    state_paths
     local pid started=$SECONDS
     if pid="$(server_pid)"; then
         if port_open "$PORT"; then
@@ -149,111 +113,25 @@ cmd_up() {
         log "server (pid $pid) is running but not listening yet; waiting"
     else
         rm -f "$PID_FILE"
-        for p in "$PORT" "$TRANSPORT_PORT"; do
-            if port_open "$p"; then
-                die "port $HOST:$p is already in use by another process (not the server recorded in $PID_FILE)"
-            fi
-        done
+        require_free_ports "$PORT" "$TRANSPORT_PORT"
         ensure_jars
         write_config
-        if [[ -f "$LOG_FILE" ]]; then mv -f "$LOG_FILE" "$LOG_FILE.1"; fi
         log "starting OpenSearch on http://$HOST:$PORT (state in $HOME_DIR)"
         started=$SECONDS
-        # setsid: Ctrl-C on the caller does not take the server down; the inner shell
-        # records its pid, then exec's java, so the pid file holds the JVM's pid.
         # shellcheck disable=SC2086  # $HEAP is a list of JVM flags
-        setsid bash -c 'echo $$ >"$0"; exec "$@"' "$PID_FILE" \
-            java $HEAP -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:+ExitOnOutOfMemoryError \
+        pid="$(launch java $HEAP -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:+ExitOnOutOfMemoryError \
             -Djava.awt.headless=true -Dlog4j2.configurationFile="$CONFIG/log4j2.properties" \
-            -cp "$LIBS/*:$CLASSES" DripSearch "$HOME_DIR" "$PORT" "$TRANSPORT_PORT" \
-            </dev/null >"$LOG_FILE" 2>&1 &
-        for _ in $(seq 50); do [[ -s "$PID_FILE" ]] && break; sleep 0.1; done
-        pid="$(cat "$PID_FILE" 2>/dev/null || true)"
-        [[ -n "$pid" ]] || die "server did not start (no pid recorded)"
+            -cp "$LIBS/*:$CLASSES" DripSearch "$HOME_DIR" "$PORT" "$TRANSPORT_PORT")"
     fi
-    local deadline=$((SECONDS + UP_TIMEOUT))
-    until port_open "$PORT" && server_answers; do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            log_tail
-            rm -f "$PID_FILE"
-            die "server process $pid exited during startup (see $LOG_FILE)"
-        fi
-        if (( SECONDS >= deadline )); then
-            log_tail
-            die "server (pid $pid) not ready on $HOST:$PORT after ${UP_TIMEOUT}s; it is left running - see above, '$0 logs' or '$0 down'"
-        fi
-        sleep 0.2
-    done
+    await_ready "$pid" "$UP_TIMEOUT"
     log "ready: http://$HOST:$PORT (pid $pid, $((SECONDS - started)) s)"
 }
 
-cmd_down() {
-    local pid
-    if ! pid="$(server_pid)"; then
-        rm -f "$PID_FILE"
-        log "not running"
-        return 0
-    fi
-    log "stopping server (pid $pid)"
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 300); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        log "still alive after 30 s; sending KILL"
-        kill -KILL "$pid" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    fi
-    rm -f "$PID_FILE"
-    log "stopped"
-}
-
-cmd_status() {
-    local pid
-    if pid="$(server_pid)"; then
-        if port_open "$PORT"; then
-            echo "running (pid $pid, http://$HOST:$PORT, state in $HOME_DIR)"
-            return 0
-        fi
-        echo "starting or unresponsive (pid $pid alive, $HOST:$PORT not listening)"
-        return 3
-    fi
-    echo "not running"
-    return 3
-}
-
-cmd_logs() {
-    [[ -f "$LOG_FILE" ]] || die "no log yet at $LOG_FILE"
-    if [[ "${1:-}" == "-f" ]]; then
-        exec tail -n 100 -F "$LOG_FILE"
-    fi
-    tail -n 100 "$LOG_FILE"
-}
-
 cmd_reset() {
-    local pid
-    if pid="$(server_pid)"; then
-        die "server is running (pid $pid); run '$0 down' first"
-    fi
+    require_down
     rm -rf "$DATA"
     log "wiped $DATA (jars kept); the next 'up' starts with no indices"
 }
 
-usage() {
-    sed -n '2,8s/^# \{0,1\}//p' "$0" >&2
-    exit 2
-}
-
-if [[ -d "$HOME_DIR" ]]; then HOME_DIR="$(cd "$HOME_DIR" && pwd)"; fi
-CONFIG="$HOME_DIR/config" DATA="$HOME_DIR/data" LOGS="$HOME_DIR/logs"
-LOG_FILE="$LOGS/server.log" PID_FILE="$HOME_DIR/search.pid"
-
-case "${1:-}" in
-    up) cmd_up ;;
-    down) cmd_down ;;
-    status) cmd_status ;;
-    logs) shift; cmd_logs "$@" ;;
-    reset) cmd_reset ;;
-    *) usage ;;
-esac
+state_paths
+dispatch "$@"
