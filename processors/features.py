@@ -29,7 +29,8 @@ Feature groups (``FEATURE_NAMES`` lists them in column order):
 * page context (the same for every block of a page; page-type signals): block count, text
   length, link share, shares of list items / table cells / headings / link-dominated
   blocks, currency symbols, ``article`` / ``main`` present, the block's text matching the
-  page title.
+  page title; what the page declares it is (``og:type``, JSON-LD ``@type``:
+  :mod:`processors.page_hints`), one column per hint.
 
 No feature names a site, a URL or a string from the training data: the only words used are
 the generic class/id vocabularies below, and class/id tokens are hashed.
@@ -44,7 +45,9 @@ from collections.abc import Sequence
 import numpy as np
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-FEATURE_VERSION = 1
+from processors.page_hints import HINTS
+
+FEATURE_VERSION = 2
 
 _TAG_LIST = (
     "p div span a li ul ol dl dt dd h1 h2 h3 h4 h5 h6 table tr td th tbody thead pre code "
@@ -137,6 +140,7 @@ _SCALAR_NAMES = [
     "page_currency",
     "page_has_article",
     "page_has_main",
+    *(f"hint_{name}" for name in HINTS),
 ]
 CATEGORICAL = ("tag", "parent_tag", "grandparent_tag", "prev_tag", "next_tag")
 FEATURE_NAMES = (
@@ -242,9 +246,13 @@ _TAG_JOINED = re.compile(r"<[^>\x00]*>")
 
 
 def page_features(
-    simplified_html: str, mapping_blocks: Sequence[str], title: str = ""
+    simplified_html: str,
+    mapping_blocks: Sequence[str],
+    title: str = "",
+    hints: Sequence[str] = (),
 ) -> np.ndarray:
-    """Feature matrix of one page: one row per block, ``N_FEATURES`` float32 columns."""
+    """Feature matrix of one page: one row per block, ``N_FEATURES`` float32 columns;
+    ``hints`` are the page's ``processors.page_hints`` names."""
     n = len(mapping_blocks)
     X = np.zeros((n, N_FEATURES), dtype=np.float32)
     if n == 0:
@@ -473,6 +481,8 @@ def page_features(
         "page_has_article": float(any(tag == "article" for tag in c_tag)),
         "page_has_main": float(any(tag == "main" for tag in c_tag)),
     }
+    for name in hints:
+        columns[f"hint_{name}"] = 1.0
     padded = np.concatenate(([0.0, 0.0], log_text, [0.0, 0.0]))
     columns["prev_log_text"] = padded[1 : n + 1]
     columns["prev2_log_text"] = padded[0:n]

@@ -24,11 +24,11 @@ The rule (``derive_block_labels``), applied to the blocks of ``simplify(html)``:
 6. Everything else is ``other``.
 
 ``derive_labels(rows, out_path)`` writes one JSON object per page, the shape of the
-labelled topic's records (page + block labels): ``page_id, url, title, mapping_blocks,
-labels, labeller="gold"``; plus ``meta`` (page type, domain, source file) for grouping
-folds. ``page_id`` is :func:`topics.records.page_id` of the URL and the (mark-stripped)
-HTML bytes, as in the stream, so labels from a live GPU labeller can train the student
-the same way.
+labelled topic's records (page + block labels): ``page_id, url, title, simplified_html,
+mapping_blocks, hints, labels, labeller="gold"``; plus ``meta`` (page type, domain,
+source file) for grouping folds. ``page_id`` is :func:`topics.records.page_id` of the URL
+and the (mark-stripped) HTML bytes, as in the stream, so labels from a live GPU labeller
+can train the student the same way.
 """
 
 from __future__ import annotations
@@ -239,6 +239,7 @@ def derive_page(row: dict, config: SimplifyConfig | None = None) -> dict | None:
         "mapping_blocks": document.mapping_blocks,
         "labels": labels,
         "labeller": "gold",
+        "hints": list(document.hints),
         "meta": _meta(row),
     }
 

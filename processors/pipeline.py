@@ -155,6 +155,7 @@ def simplify_page(
         source=source,
         timings_ms=timings,
         crawl=crawl,
+        hints=list(document.hints),
     )
 
 

@@ -29,6 +29,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from processors.errors import PageTimeout, TooDeep, TooLarge, TooManyElements
 from processors.html_tags import BLOCK_TAGS, VOID_TAGS
+from processors.page_hints import page_hints
 
 # Elements kept whole as one block (lists and tables only when they hold content, see below).
 ATOMIC_TAGS = frozenset(("pre", "figure", "table", "ul", "ol", "dl"))
@@ -122,6 +123,7 @@ class SimplifiedDocument:
     simplified_blocks: list[str]
     mapping_blocks: list[str]
     marked: list[bool] = field(default_factory=list)
+    hints: tuple[str, ...] = ()  # what the page says it is (processors.page_hints)
 
     @property
     def block_count(self) -> int:
@@ -642,9 +644,10 @@ def simplify(html: str, config: SimplifyConfig | None = None) -> SimplifiedDocum
         raise TooLarge(f"{len(html)} characters, limit {config.max_input_chars}")
     check_markup(html, config)
     tree = LexborHTMLParser(html)
+    hints = page_hints(tree)
     root = tree.body or tree.root
     if root is None:
-        return SimplifiedDocument(_title(tree), "", [], [], [])
+        return SimplifiedDocument(_title(tree), "", [], [], [], hints)
     walker = _Walker(config, root)
     piece = walker.element(root, root.tag or "body", 0, False, False, False)
     items = piece if isinstance(piece, list) else [piece] if piece is not None else []
@@ -674,6 +677,7 @@ def simplify(html: str, config: SimplifyConfig | None = None) -> SimplifiedDocum
         simplified_blocks=simplified_blocks,
         mapping_blocks=mapping_blocks,
         marked=marked,
+        hints=hints,
     )
 
 

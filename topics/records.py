@@ -112,7 +112,9 @@ class SimplifiedPage(msgspec.Struct, frozen=True, kw_only=True):
     ``simplified_html`` is what the labeller reads: the cleaned page with every block
     tagged ``_item_id="1".."n"``. ``mapping_blocks[i]`` is the full-content HTML of block
     ``i + 1``, which reconstruction needs. ``source`` points at the input page (None
-    offline, where the caller holds the page).
+    offline, where the caller holds the page). ``hints``: what the page declares it is
+    (``og:type``, JSON-LD ``@type``; names from ``processors.page_hints.HINTS``), which the
+    simplified HTML no longer holds.
     """
 
     page_id: str
@@ -124,6 +126,7 @@ class SimplifiedPage(msgspec.Struct, frozen=True, kw_only=True):
     tokenizer: str
     source: SourceRef | None = None
     crawl: CrawlInfo | None = None
+    hints: list[str] = []
     timings_ms: dict[str, float] = {}
     schema_version: int = SCHEMA_VERSION
 

@@ -177,7 +177,7 @@ class LearnedLabeller:
 
     def label_one(self, page: SimplifiedPage) -> tuple[list[str], float, float]:
         """(labels, calibrated confidence, raw confidence) of one page."""
-        X = page_features(page.simplified_html, page.mapping_blocks, page.title)
+        X = page_features(page.simplified_html, page.mapping_blocks, page.title, page.hints)
         probabilities = self.model.predict(X)
         main = probabilities >= self.model.threshold
         labels = [MAIN if flag else OTHER for flag in main.tolist()]

@@ -135,3 +135,22 @@ def test_the_fitted_rule_takes_the_fallback_where_it_wins_on_held_out_pages() ->
     assert all(half["gain"]["f"] > 0 for half in check["held_out_halves"])
     served = with_second_opinion(results, rule)
     assert sum(r.word_f1 for r in served) / len(served) == pytest.approx(0.85)
+
+
+def test_the_fitted_rule_keeps_the_weakest_group_ahead_rather_than_the_total_highest() -> None:
+    """On unsure pages (raw 0.85) the fallback is better in file a and worse in file b.
+    Not asking keeps b far ahead (higher total); asking lifts a from behind the fallback
+    to ahead of it: the rule asks, since each group's lead is a target of its own."""
+    results = []
+    pages = {
+        "a": [(0.85, 0.5, 0.9), (0.97, 0.9, 0.6)],  # (raw, ours, the fallback's)
+        "b": [(0.85, 0.9, 0.3), (0.97, 0.9, 0.9)],
+    }
+    for file, rows in pages.items():
+        for copy in range(10):
+            for n, (raw, ours, theirs) in enumerate(rows):
+                page = f"{file}{copy}-{n}"
+                results.append(_result(file, page, "learned", ours, 50, raw))
+                results.append(_result(file, page, "trafilatura", theirs, 200, 0.0))
+    rule, _ = fit_second_opinion(results)
+    assert rule.ratio(0.85) is not None and rule.ratio(0.97) is None
