@@ -48,6 +48,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from processors.page_hints import HINTS
 
 FEATURE_VERSION = 2
+_HINT_SET = frozenset(HINTS)
 
 _TAG_LIST = (
     "p div span a li ul ol dl dt dd h1 h2 h3 h4 h5 h6 table tr td th tbody thead pre code "
@@ -481,7 +482,7 @@ def page_features(
         "page_has_article": float(any(tag == "article" for tag in c_tag)),
         "page_has_main": float(any(tag == "main" for tag in c_tag)),
     }
-    for name in hints:
+    for name in set(hints) & _HINT_SET:  # a newer producer's hints this model never saw: none
         columns[f"hint_{name}"] = 1.0
     padded = np.concatenate(([0.0, 0.0], log_text, [0.0, 0.0]))
     columns["prev_log_text"] = padded[1 : n + 1]

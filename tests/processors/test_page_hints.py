@@ -97,3 +97,16 @@ def test_a_simplified_message_from_before_hints_decodes_without_them() -> None:
     }
     page = msgspec.json.decode(msgspec.json.encode(old), type=SimplifiedPage)
     assert page.hints == []
+
+
+def test_a_hint_this_labeller_does_not_know_is_ignored_not_fatal() -> None:
+    html = f"<html><head></head>{BODY}</html>"
+    page = simplify_page(
+        RawPage(url="https://example.org/a", html=html.encode()), PipelineSettings()
+    )
+    assert isinstance(page, SimplifiedPage)
+    known = page_features(page.simplified_html, page.mapping_blocks, page.title, ["og_article"])
+    with_new = page_features(
+        page.simplified_html, page.mapping_blocks, page.title, ["og_article", "ld_recipe"]
+    )
+    assert (known == with_new).all()
