@@ -3,8 +3,18 @@
 The walk (paper, Appendix I) does, in one pass over a lexbor tree:
 
 1. cleaning: drops non-content subtrees (``SimplifyConfig.remove_tags``, page-level
-   ``header``/``footer``/``aside``, elements whose class/id name them as navigation,
-   hidden elements, comments, empty ``noscript``);
+   ``header``/``footer``/``aside`` outside ``article``/``main``, elements whose
+   class/id name them as navigation, hidden elements (``hidden``, ``display: none``,
+   ``visibility: hidden``), comments, empty ``noscript``). ``aria-hidden`` is not
+   hidden: it hides from assistive technology, not from view, and product drawers,
+   accordions and size guides carry it while holding the page's text (measured on
+   wcxb_dev: keeping them lifts the derived-label ceiling, BENCHMARKS.md session 7);
+   the labeller decides, as it does for an ``aside`` inside the article. Content that
+   a page streams in (React's streaming server rendering: ``<div hidden id="S:n">``
+   segments that its runtime moves into the ``<template id="B:n">`` or ``"P:n"``
+   placeholder) is hidden only until the page's script runs: it is walked at its
+   placeholder, where the reader sees it, or where it lies if the walk never reached
+   its placeholder (``_Walker.place_segments``);
 2. segmentation: block-level elements whose content is all inline become blocks; runs of
    inline content and loose text between blocks become blocks wrapped in ``<p>``; data
    tables, content lists, ``pre``, ``math`` and ``figure`` stay whole; layout tables and
@@ -38,6 +48,9 @@ _NEVER_EMPTY = frozenset(("img", "br", "hr", "math"))
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
 _NAME_SPLIT = re.compile(r"[^a-z0-9]+")
 _WHITESPACE = re.compile(r"\s+")
+_STREAMED_SEGMENT = 'hidden id="S:'  # in the HTML: the page streams content (React)
+_SEGMENT_ID = re.compile(r"^S:([0-9a-f]+)$")  # React numbers its segments in hex
+_PLACEHOLDER = re.compile(r"^[BP]:([0-9a-f]+)$")  # a template that a segment replaces
 # Inside a list or a table, these make it a layout container rather than one content unit.
 _LAYOUT_LIST_SELECTOR = "h1, h2, h3, h4, h5, h6, table, article, section, blockquote, pre, form"
 _LAYOUT_TABLE_SELECTOR = "div, p, ul, ol, h1, h2, h3, h4, h5, h6, article, section, form"
@@ -233,6 +246,64 @@ class _Walker:
         self.elements = 0
         self.deadline = time.monotonic() + config.timeout_s
         self.mark_attr = config.mark_attr
+        self._segments: dict[str, LexborNode] = {}  # streamed segments by placeholder number
+        self._placing: int | None = None  # mem_id of the segment being walked at its place
+
+    def place_segments(self, root: LexborNode) -> None:
+        """Remember the page's streamed segments (``div[hidden]#S:n`` with a placeholder
+        template), so that each is walked at its placeholder instead of being dropped as
+        hidden."""
+        placeholders = set()
+        for template in root.css("template[id]"):
+            match = _PLACEHOLDER.match(template.attributes.get("id") or "")
+            if match:
+                placeholders.add(match.group(1))
+        for node in root.css('div[hidden][id^="S:"]'):
+            match = _SEGMENT_ID.match(node.attributes.get("id") or "")
+            if match and match.group(1) in placeholders:
+                self._segments.setdefault(match.group(1), node)
+
+    def _segment_at(self, template: LexborNode) -> LexborNode | None:
+        match = _PLACEHOLDER.match(template.attributes.get("id") or "")
+        return self._segments.get(match.group(1)) if match else None
+
+    def _left_unplaced(self, attributes: dict[str, str | None]) -> bool:
+        """A streamed segment whose placeholder the walk never reached (it lay in a removed
+        element): shown where it is, for the labeller to judge."""
+        if not self._segments:
+            return False
+        match = _SEGMENT_ID.match(attributes.get("id") or "")
+        return match is not None and self._segments.pop(match.group(1), None) is not None
+
+    def _text_len(self, node: LexborNode) -> int:
+        """The element's text length, with the streamed segments it will hold."""
+        size = len(node.text(deep=True) or "")
+        if self._segments:
+            for template in node.css("template[id]"):
+                segment = self._segment_at(template)
+                if segment is not None:
+                    size += len(segment.text(deep=True) or "")
+        return size
+
+    def _streamed(
+        self,
+        attributes: dict[str, str | None],
+        depth: int,
+        atomic: bool,
+        in_article: bool,
+        in_pre: bool,
+    ) -> _Item | list[_Item] | None:
+        """The streamed segment that replaces this placeholder template, walked here (once:
+        its own place, at the end of the body, stays hidden)."""
+        match = _PLACEHOLDER.match(attributes.get("id") or "")
+        segment = self._segments.pop(match.group(1), None) if match else None
+        if segment is None:  # not a placeholder: a template, removed as ever
+            return None
+        self._placing = segment.mem_id
+        try:
+            return self.element(segment, "div", depth, atomic, in_article, in_pre)
+        finally:
+            self._placing = None
 
     # -- cleaning -----------------------------------------------------------------------
 
@@ -245,11 +316,11 @@ class _Walker:
         if tag == "noscript":
             return not (node.text(deep=True) or "").strip()
         if config.remove_page_regions and tag in ("header", "footer", "aside"):
-            return tag != "header" or not in_article
+            return not in_article
         if not attributes:
             return False
-        if "hidden" in attributes or attributes.get("aria-hidden") == "true":
-            return True
+        if "hidden" in attributes:
+            return node.mem_id != self._placing and not self._left_unplaced(attributes)
         style = attributes.get("style")
         if style and _HIDDEN_STYLE.search(style):
             return True
@@ -270,7 +341,7 @@ class _Walker:
         if self._body_text_len is None:
             text = self.root.text(deep=True) if self.root is not None else ""
             self._body_text_len = max(len(text or ""), 1)
-        return len(node.text(deep=True) or "") < 0.2 * self._body_text_len
+        return self._text_len(node) < 0.2 * self._body_text_len
 
     def _holds(self, node: LexborNode, selector: str) -> bool:
         """Whether an element below ``node`` matches ``selector``. One search of the page per
@@ -385,6 +456,8 @@ class _Walker:
         attributes = node.attributes
         if tag == "script" and (attributes.get("type") or "").startswith("math/tex"):
             return self._tex_script(node, attributes)
+        if tag == "template" and self._segments:
+            return self._streamed(attributes, depth, atomic, in_article, in_pre)
         if self._removed(node, tag, attributes, in_article):
             return None
         marked = self.mark_attr is not None and self.mark_attr in attributes
@@ -649,6 +722,8 @@ def simplify(html: str, config: SimplifyConfig | None = None) -> SimplifiedDocum
     if root is None:
         return SimplifiedDocument(_title(tree), "", [], [], [], hints)
     walker = _Walker(config, root)
+    if _STREAMED_SEGMENT in html:
+        walker.place_segments(root)
     piece = walker.element(root, root.tag or "body", 0, False, False, False)
     items = piece if isinstance(piece, list) else [piece] if piece is not None else []
     simplified_parts: list[str] = []

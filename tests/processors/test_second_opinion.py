@@ -154,3 +154,22 @@ def test_the_fitted_rule_keeps_the_weakest_group_ahead_rather_than_the_total_hig
                 results.append(_result(file, page, "trafilatura", theirs, 200, 0.0))
     rule, _ = fit_second_opinion(results)
     assert rule.ratio(0.85) is not None and rule.ratio(0.97) is None
+
+
+def test_once_every_group_is_safely_ahead_the_rule_maximises_the_mean_lead() -> None:
+    """Asking on unsure pages (raw 0.85) would lift file a's lead from 0.025 to 0.05 but
+    drop file b's from 0.35 to 0.05. Both choices keep every group MIN_LEAD ahead, so the
+    rule does not ask: maximin would, at a cost of 0.3 to b for 0.025 to a."""
+    results = []
+    pages = {
+        "a": [(0.85, 0.8, 0.85), (0.97, 0.9, 0.8)],  # (raw, ours, the fallback's)
+        "b": [(0.85, 0.9, 0.3), (0.97, 0.9, 0.8)],
+    }
+    for file, rows in pages.items():
+        for copy in range(10):
+            for n, (raw, ours, theirs) in enumerate(rows):
+                page = f"{file}{copy}-{n}"
+                results.append(_result(file, page, "learned", ours, 50, raw))
+                results.append(_result(file, page, "trafilatura", theirs, 200, 0.0))
+    rule, _ = fit_second_opinion(results)
+    assert rule.ratio(0.85) is None and rule.ratio(0.97) is None

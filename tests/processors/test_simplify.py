@@ -45,11 +45,13 @@ title</title><script>var tracking = 1;</script><style>p { color: red }</style></
   <p class="lead intro" data-track="x" style="margin: 0" onclick="go()">First paragraph with
      a <a href="/more" class="link" rel="nofollow" target="_blank">link</a> inside.</p>
   <div hidden>hidden by attribute</div>
-  <div aria-hidden="true">hidden by aria</div>
+  <div aria-hidden="true">Drawer text hidden from screen readers only.</div>
   <div style="color: red; display : none">hidden by style</div>
   <p>Second paragraph.</p>
   <script>document.write("script text")</script>
+  <aside class="pull-quote">An aside inside the article.</aside>
 </article>
+<aside>Page-level aside text</aside>
 <footer>Copyright footer text</footer>
 </body></html>"""
 
@@ -60,7 +62,7 @@ def article() -> SimplifiedDocument:
 
 
 def test_branches_are_aligned_with_consecutive_ids(article: SimplifiedDocument) -> None:
-    assert article.block_count == 3
+    assert article.block_count == 5
     assert_aligned(article)
 
 
@@ -68,7 +70,9 @@ def test_blocks_follow_document_order(article: SimplifiedDocument) -> None:
     assert [_text_of(block) for block in article.mapping_blocks] == [
         "Article heading",
         "First paragraph with a link inside.",
+        "Drawer text hidden from screen readers only.",
         "Second paragraph.",
+        "An aside inside the article.",
     ]
 
 
@@ -85,8 +89,8 @@ def test_title_is_read_and_whitespace_collapsed(article: SimplifiedDocument) -> 
         "Home",
         "About",
         "hidden by attribute",
-        "hidden by aria",
         "hidden by style",
+        "Page-level aside text",
         "Site logo text",
         "Copyright footer text",
     ],
@@ -98,6 +102,16 @@ def test_non_content_is_removed_from_both_branches(article: SimplifiedDocument, 
 
 def test_header_inside_article_is_kept(article: SimplifiedDocument) -> None:
     assert "Article heading" in article.mapping_blocks[0]
+
+
+def test_aria_hidden_and_article_aside_are_left_to_the_labeller(
+    article: SimplifiedDocument,
+) -> None:
+    """aria-hidden hides from screen readers, not from view (closed drawers, accordions);
+    an aside inside the article is the article's: both reach the labeller as blocks."""
+    for text in ("Drawer text hidden from screen readers only.", "An aside inside the article."):
+        assert any(text in block for block in article.mapping_blocks)
+        assert text in article.simplified_html
 
 
 def test_simplified_attributes_are_pruned_to_class_and_id(article: SimplifiedDocument) -> None:
@@ -359,3 +373,46 @@ def test_navigation_names_are_judged_per_configuration() -> None:
     assert "Home" not in "".join(simplify(html).mapping_blocks)
     kept = simplify(html, SimplifyConfig(nav_words=frozenset({"sidebar"})))
     assert "Home" in "".join(kept.mapping_blocks)
+
+
+STREAMED_PAGE = """<html><body><main><h1>Streamed article</h1>
+<!--$?--><template id="B:0"></template><p>Loading</p><!--/$-->
+<p>Written in place.</p>
+<!--$?--><template id="B:a"></template><!--/$-->
+</main>
+<nav><template id="B:1"></template></nav>
+<template id="X:2"></template>
+<div hidden id="S:a"><p>Second streamed paragraph.</p><template id="P:3"></template></div>
+<div hidden id="S:0"><p>First streamed paragraph.</p></div>
+<div hidden id="S:3"><p>Nested streamed paragraph.</p></div>
+<div hidden id="S:1"><p>Streamed into the navigation.</p></div>
+<div hidden id="S:7"><p>A segment nothing asks for.</p></div>
+<div hidden><p>Plainly hidden.</p></div>
+</body></html>"""
+
+
+def test_streamed_segments_are_read_at_their_placeholders() -> None:
+    """React's streaming render sends content last, in hidden ``S:n`` divs (numbered in
+    hex) that its script moves into the ``B:n`` / ``P:n`` placeholder templates: the
+    reader sees them there, so the blocks come in that order."""
+    texts = [_text_of(block) for block in simplify(STREAMED_PAGE).mapping_blocks]
+    assert texts[:6] == [
+        "Streamed article",
+        "First streamed paragraph.",
+        "Loading",
+        "Written in place.",
+        "Second streamed paragraph.",
+        "Nested streamed paragraph.",
+    ]
+
+
+def test_a_segment_whose_placeholder_was_removed_is_shown_where_it_lies() -> None:
+    texts = [_text_of(block) for block in simplify(STREAMED_PAGE).mapping_blocks]
+    assert texts[6:] == ["Streamed into the navigation."]
+
+
+def test_hidden_content_that_is_no_streamed_segment_stays_hidden() -> None:
+    document = simplify(STREAMED_PAGE)
+    for text in ("A segment nothing asks for.", "Plainly hidden."):
+        assert text not in document.simplified_html
+        assert all(text not in block for block in document.mapping_blocks)
