@@ -137,22 +137,28 @@ def test_the_fitted_rule_takes_the_fallback_where_it_wins_on_held_out_pages() ->
     assert sum(r.word_f1 for r in served) / len(served) == pytest.approx(0.85)
 
 
-def test_the_fitted_rule_keeps_the_weakest_group_ahead_rather_than_the_total_highest() -> None:
-    """On unsure pages (raw 0.85) the fallback is better in file a and worse in file b.
-    Not asking keeps b far ahead (higher total); asking lifts a from behind the fallback
-    to ahead of it: the rule asks, since each group's lead is a target of its own."""
+def _paired(pages: dict[str, list[tuple[float, float, float]]]) -> list[PageResult]:
+    """Ten copies of each file's (raw confidence, our score, the fallback's score) pages,
+    ours of 50 words, the fallback's of 200."""
     results = []
-    pages = {
-        "a": [(0.85, 0.5, 0.9), (0.97, 0.9, 0.6)],  # (raw, ours, the fallback's)
-        "b": [(0.85, 0.9, 0.3), (0.97, 0.9, 0.9)],
-    }
     for file, rows in pages.items():
         for copy in range(10):
             for n, (raw, ours, theirs) in enumerate(rows):
                 page = f"{file}{copy}-{n}"
                 results.append(_result(file, page, "learned", ours, 50, raw))
                 results.append(_result(file, page, "trafilatura", theirs, 200, 0.0))
-    rule, _ = fit_second_opinion(results)
+    return results
+
+
+def test_the_fitted_rule_keeps_the_weakest_group_ahead_rather_than_the_total_highest() -> None:
+    """On unsure pages (raw 0.85) the fallback is better in file a and worse in file b.
+    Not asking keeps b far ahead (higher total); asking lifts a from behind the fallback
+    to ahead of it: the rule asks, since each group's lead is a target of its own."""
+    pages = {
+        "a": [(0.85, 0.5, 0.9), (0.97, 0.9, 0.6)],  # (raw, ours, the fallback's)
+        "b": [(0.85, 0.9, 0.3), (0.97, 0.9, 0.9)],
+    }
+    rule, _ = fit_second_opinion(_paired(pages))
     assert rule.ratio(0.85) is not None and rule.ratio(0.97) is None
 
 
@@ -160,16 +166,9 @@ def test_once_every_group_is_safely_ahead_the_rule_maximises_the_mean_lead() -> 
     """Asking on unsure pages (raw 0.85) would lift file a's lead from 0.025 to 0.05 but
     drop file b's from 0.35 to 0.05. Both choices keep every group MIN_LEAD ahead, so the
     rule does not ask: maximin would, at a cost of 0.3 to b for 0.025 to a."""
-    results = []
     pages = {
         "a": [(0.85, 0.8, 0.85), (0.97, 0.9, 0.8)],  # (raw, ours, the fallback's)
         "b": [(0.85, 0.9, 0.3), (0.97, 0.9, 0.8)],
     }
-    for file, rows in pages.items():
-        for copy in range(10):
-            for n, (raw, ours, theirs) in enumerate(rows):
-                page = f"{file}{copy}-{n}"
-                results.append(_result(file, page, "learned", ours, 50, raw))
-                results.append(_result(file, page, "trafilatura", theirs, 200, 0.0))
-    rule, _ = fit_second_opinion(results)
+    rule, _ = fit_second_opinion(_paired(pages))
     assert rule.ratio(0.85) is None and rule.ratio(0.97) is None
