@@ -13,8 +13,10 @@ from typing import Any, Literal
 
 import msgspec
 
+from processors.labellers.registry import reads_prompt
 from processors.pipeline import PipelineSettings
 from processors.tokens import (
+    CPU_MAX_BLOCKS,
     EstimatedTokenCounter,
     HuggingFaceTokenCounter,
     TokenBudget,
@@ -109,10 +111,16 @@ def token_counter(profile: ModelProfile) -> TokenCounter:
     return HuggingFaceTokenCounter(found) if found else EstimatedTokenCounter()
 
 
-def pipeline_settings(profile: ModelProfile) -> PipelineSettings:
+def pipeline_settings(
+    profile: ModelProfile, labeller: str | None = None, cpu_max_blocks: int = CPU_MAX_BLOCKS
+) -> PipelineSettings:
     """The CPU stages' settings for this profile: its context as the token budget, counted
-    with its tokenizer. The simplify stage and the labeller read the same numbers."""
-    return PipelineSettings(
-        budget=TokenBudget(context_tokens=profile.context_tokens),
-        token_counter=token_counter(profile),
-    )
+    with its tokenizer. The simplify stage and the labeller read the same numbers. A
+    ``labeller`` that reads no prompt (learned, heuristic, ...) has no context to fill:
+    its budget is a block cap (``cpu_max_blocks``) instead, so large pages reach it
+    rather than the fallback."""
+    if labeller is None or reads_prompt(labeller):
+        budget = TokenBudget(context_tokens=profile.context_tokens)
+    else:
+        budget = TokenBudget.cpu(cpu_max_blocks)
+    return PipelineSettings(budget=budget, token_counter=token_counter(profile))

@@ -127,11 +127,11 @@ def simplify_page(
     pid = page_id(raw.url, raw.html)
     tokens = settings.token_counter.count(document.simplified_html)
     timings = {"simplify": _ms_since(started)}
-    reason = None
-    if not document.block_count:
-        reason = "no_blocks"
-    elif not settings.budget.fits(tokens, document.block_count):
-        reason = "over_token_budget"
+    reason = (
+        settings.budget.refusal(tokens, document.block_count)
+        if document.block_count
+        else "no_blocks"
+    )
     if reason:
         return FallbackRequest(
             page_id=pid,

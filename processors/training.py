@@ -83,8 +83,8 @@ PARAMS: dict[str, Any] = {
 }
 NUM_TREES = 150
 THRESHOLD = 0.5
-# CPU labellers read no prompt: evaluation gives every page to the labeller.
-EVAL_SETTINGS = PipelineSettings(budget=TokenBudget(context_tokens=10**9))
+# CPU labellers read no prompt: their budget is a block cap, as in the CLI and the stream.
+EVAL_SETTINGS = PipelineSettings(budget=TokenBudget.cpu())
 
 
 def load_rows(path: str | Path) -> list[dict]:

@@ -73,11 +73,13 @@ def inbound(event: Any) -> Inbound:
 
 
 def stage_context(settings: StreamSettings, labeller: Labeller | None) -> StageContext:
-    """The stages' context: the profile's budget, a sandbox for the per-page CPU work, the
+    """The stages' context: the labeller's budget (the profile's context, or a block cap
+    for a labeller without one), a sandbox for the per-page CPU work, the
     labeller behind the site-template cache (``DRIPSTREAM_TEMPLATES``), the pages-topic
     reader (fallback) and the sink (sink stage), as the stages need them."""
     profile = load_profile(settings.profile, weights=settings.model or None)
-    cpu = CpuContext(pipeline_settings(profile), payload_limit=settings.dlq_payload_limit)
+    pipeline = pipeline_settings(profile, settings.labeller, settings.cpu_max_blocks)
+    cpu = CpuContext(pipeline, payload_limit=settings.dlq_payload_limit)
     limits = Limits(timeout_s=settings.page_timeout_s, memory_mib=settings.page_memory_mib)
     reader = SourceReader(settings) if "fallback" in settings.stages else None
     store = None

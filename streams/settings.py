@@ -19,6 +19,7 @@ from processors.labellers.registry import (
 )
 from processors.sinks.search import SEARCH_SETTINGS
 from processors.templates import TemplateSettings
+from processors.tokens import CPU_MAX_BLOCKS
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,12 @@ SETTINGS = (
         " and so the simplify stage's token budget",
     ),
     Setting("DRIPSTREAM_MODEL", "", "weights folder or hub id overriding the profile's"),
+    Setting(
+        "DRIPSTREAM_CPU_MAX_BLOCKS",
+        str(CPU_MAX_BLOCKS),
+        "with a labeller that reads no prompt (learned, heuristic): the simplify stage's"
+        " budget, blocks a page may bring (more: fallback, too_many_blocks)",
+    ),
     Setting(
         "DRIPSTREAM_CHAIN",
         "1",
@@ -124,6 +131,7 @@ class StreamSettings:
     labeller: str
     profile: str
     model: str
+    cpu_max_blocks: int
     chain: int
     templates: int
     template_verify_pages: int
@@ -195,6 +203,8 @@ class StreamSettings:
                 f"stages must be a non-empty subset of {', '.join(STAGES)};"
                 f" got {', '.join(self.stages) or 'none'}"
             )
+        if self.cpu_max_blocks < 1:
+            raise SettingsError("DRIPSTREAM_CPU_MAX_BLOCKS must be >= 1")
         if self.max_batch < 1 or self.label_retries < 1:
             raise SettingsError("DRIPSTREAM_MAX_BATCH and DRIPSTREAM_LABEL_RETRIES must be >= 1")
         if self.security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):

@@ -23,6 +23,9 @@ LABELLERS: dict[str, str] = {
     "learned+vllm": "gpu_worker.labeller:learned_then_vllm",
 }
 DEFAULT_LABELLER = "learned"
+# Labellers that read the page as a language-model prompt: the model's context bounds
+# their pages (the profile's token budget). The others have no context to fill.
+PROMPT_LABELLERS = frozenset(("vllm", "learned+vllm"))
 
 
 class UnknownLabeller(ValueError):
@@ -48,6 +51,11 @@ def check_labeller(name: str) -> str:
     if name not in LABELLERS:
         raise UnknownLabeller(f"unknown labeller {name!r}: choose from {', '.join(LABELLERS)}")
     return name
+
+
+def reads_prompt(name: str) -> bool:
+    """Whether labeller ``name`` reads pages as a model prompt (so has a context limit)."""
+    return check_labeller(name) in PROMPT_LABELLERS
 
 
 def build_labeller(name: str, options: LabellerOptions | None = None) -> Labeller:

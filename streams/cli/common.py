@@ -58,10 +58,12 @@ def add_profile_options(parser: argparse.ArgumentParser) -> None:
 
 
 def pipeline_from_args(args: argparse.Namespace) -> PipelineSettings:
-    """The profile's budget and tokenizer; says so when a model was named but its
+    """The labeller's budget (the profile's context, or a block cap for a labeller without
+    one) and the profile's tokenizer; says so when a model was named but its
     tokenizer is not on this machine, so counts are an estimate."""
     try:
-        settings = pipeline_settings(load_profile(args.profile, weights=args.model))
+        profile = load_profile(args.profile, weights=args.model)
+        settings = pipeline_settings(profile, getattr(args, "labeller", None))
     except (FileNotFoundError, ValueError) as error:
         raise UsageError(str(error)) from None
     counter = settings.token_counter

@@ -109,3 +109,27 @@ def test_a_cascade_sends_only_low_confidence_pages_to_the_second_labeller() -> N
     assert expert.seen == ["https://x.example/low"]
     assert (high.labeller, high.labels[0]) == ("unsure", "main")
     assert (low.labeller, low.labels[0]) == ("expert", "other")
+
+
+def test_a_labeller_without_a_prompt_gets_a_block_cap_instead_of_the_models_context() -> None:
+    """Large pages reach a CPU labeller instead of the fallback; a prompt labeller keeps
+    the profile's context as its budget; both count tokens with the profile's tokenizer."""
+    from gpu_worker.profiles import load_profile, pipeline_settings
+    from processors.pipeline import simplify_page
+    from topics.records import FallbackRequest, RawPage, SimplifiedPage
+
+    profile = load_profile("mineru-html-qwen3-0.6b")
+    page = RawPage(
+        url="https://long.example/",
+        html=("<html><body>" + "<p>A sentence of a very long page.</p>" * 6000).encode(),
+    )
+    prompt = pipeline_settings(profile, "vllm")
+    assert prompt.budget.context_tokens == profile.context_tokens
+    over = simplify_page(page, prompt)
+    assert isinstance(over, FallbackRequest) and over.reason == "over_token_budget"
+    for name in ("learned", "heuristic"):
+        cpu = pipeline_settings(profile, name)
+        assert cpu.token_counter.name == prompt.token_counter.name
+        assert isinstance(simplify_page(page, cpu), SimplifiedPage)
+    capped = simplify_page(page, pipeline_settings(profile, "learned", cpu_max_blocks=5000))
+    assert isinstance(capped, FallbackRequest) and capped.reason == "too_many_blocks"

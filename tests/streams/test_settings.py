@@ -29,6 +29,7 @@ def test_each_stage_set_has_its_own_consumer_group() -> None:
         ({"DRIPSTREAM_SECURITY_PROTOCOL": "SASL_SSL"}, "DRIPSTREAM_SASL_USERNAME"),
         ({"DRIPSTREAM_SECURITY_PROTOCOL": "TLS"}, "security protocol"),
         ({"DRIPSTREAM_SASL_PASSWORD_FILE": "/nonexistent/secret"}, "PASSWORD_FILE"),
+        ({"DRIPSTREAM_CPU_MAX_BLOCKS": "0"}, "DRIPSTREAM_CPU_MAX_BLOCKS"),
     ],
 )
 def test_bad_settings_are_refused_with_the_variable_named(env: dict, message: str) -> None:

@@ -75,7 +75,7 @@ def outputs_by_source(outputs: list) -> dict[bytes, list]:
 def test_every_input_ends_as_exactly_one_record_fallback_or_dead_letter(
     stream_settings: StreamSettings, workers, data_dir: Path, tmp_path: Path
 ) -> None:
-    context_tokens = 3000
+    max_blocks = 30  # the heuristic reads no prompt: its budget is a block cap
     rows = [row for row in sample_rows() if row["id"] not in ("sample-empty", "sample-json")]
     big = max(
         (json.loads(line) for line in (data_dir / "articles_dev.jsonl").open()),
@@ -85,8 +85,9 @@ def test_every_input_ends_as_exactly_one_record_fallback_or_dead_letter(
         RawPage(url=row["url"], html=row["html"].encode(), charset="utf-8") for row in [*rows, big]
     ]
     # The big page must be over this budget, the samples within it (checked offline).
-    offline = PipelineSettings(budget=TokenBudget(context_tokens=context_tokens))
+    offline = PipelineSettings(budget=TokenBudget.cpu(max_blocks))
     assert isinstance(simplify_page(pages[-1], offline), FallbackRequest)
+    assert not any(isinstance(simplify_page(page, offline), FallbackRequest) for page in pages[:-1])
     messages = [(page.url.encode(), to_msgpack(page), []) for page in pages]
     bare = b"<html><body><p>A bare page, its address in a header.</p></body></html>"
     json_page = json.dumps({"url": "https://json.example/a", "html": "<p>JSON page</p>"})
@@ -99,7 +100,7 @@ def test_every_input_ends_as_exactly_one_record_fallback_or_dead_letter(
         (b"https://huge.example/", b"<html><body><p>" + b"a" * 17_000_000, []),
     ]
     workers.start(
-        DRIPSTREAM_PROFILE=str(profile_with_context(tmp_path, context_tokens)),
+        DRIPSTREAM_CPU_MAX_BLOCKS=str(max_blocks),
         DRIPSTREAM_LABELLER="heuristic",  # routing is under test, not the labeller
     )
     asyncio.run(send_all(stream_settings, messages))
@@ -126,7 +127,7 @@ def test_every_input_ends_as_exactly_one_record_fallback_or_dead_letter(
     (over,) = by_source[pages[-1].url.encode()]
     over_record = json.loads(over.value)
     assert over_record["extractor"] == "fallback:trafilatura"
-    assert over_record["fallback_reason"] == "over_token_budget"
+    assert over_record["fallback_reason"] == "too_many_blocks"
     assert over_record["markdown"]
 
     (huge,) = by_source[b"https://huge.example/"]
@@ -222,7 +223,11 @@ def test_a_fallback_whose_page_was_deleted_from_the_topic_is_a_dead_letter(
 ) -> None:
     """The fallback reads the page back from the pages topic; when retention (here: an
     explicit deletion) removed it first, the request ends as a SourceExpired dead letter."""
-    workers.start("simplify", DRIPSTREAM_PROFILE=str(profile_with_context(tmp_path, 100)))
+    workers.start(  # a prompt labeller: the profile's context is the simplify stage's budget
+        "simplify",
+        DRIPSTREAM_PROFILE=str(profile_with_context(tmp_path, 100)),
+        DRIPSTREAM_LABELLER="vllm",  # not built: this worker runs no label stage
+    )
     article = "<html><body><article><h1>Gone</h1>" + "<p>Words of a long article.</p>" * 80
     page = RawPage(url="https://gone.example/", html=article.encode())
     asyncio.run(send_all(stream_settings, [(page.url.encode(), to_msgpack(page), [])]))
