@@ -51,6 +51,10 @@ _WHITESPACE = re.compile(r"\s+")
 _STREAMED_SEGMENT = 'hidden id="S:'  # in the HTML: the page streams content (React)
 _SEGMENT_ID = re.compile(r"^S:([0-9a-f]+)$")  # React numbers its segments in hex
 _PLACEHOLDER = re.compile(r"^[BP]:([0-9a-f]+)$")  # a template that a segment replaces
+# Comments that open and close a Suspense boundary; the fallback of a boundary whose
+# content streamed (``B:n``) lies between its template and the closing comment.
+_BOUNDARY_OPENS = frozenset(("$", "$?", "$!"))
+_BOUNDARY_CLOSE = "/$"
 # Inside a list or a table, these make it a layout container rather than one content unit.
 _LAYOUT_LIST_SELECTOR = "h1, h2, h3, h4, h5, h6, table, article, section, blockquote, pre, form"
 _LAYOUT_TABLE_SELECTOR = "div, p, ul, ol, h1, h2, h3, h4, h5, h6, article, section, form"
@@ -232,6 +236,23 @@ def _image_src(attributes: dict[str, str | None]) -> str:
     return src
 
 
+def _placeholder(attributes: dict[str, str | None]) -> str | None:
+    """The segment number a placeholder template (``B:n`` / ``P:n``) stands for."""
+    match = _PLACEHOLDER.match(attributes.get("id") or "")
+    return match.group(1) if match else None
+
+
+def _fallback_nesting(node: LexborNode, nesting: int) -> int:
+    """Walking a placed boundary's fallback (left out): the boundary nesting after
+    ``node``, -1 once ``node`` is the comment that closes the boundary."""
+    if node.tag != "-comment":
+        return nesting
+    data = (node.comment_content or "").strip()
+    if data == _BOUNDARY_CLOSE:
+        return nesting - 1
+    return nesting + 1 if data in _BOUNDARY_OPENS else nesting
+
+
 class _Walker:
     """Single-use state of one simplify() call."""
 
@@ -248,24 +269,20 @@ class _Walker:
         self.mark_attr = config.mark_attr
         self._segments: dict[str, LexborNode] = {}  # streamed segments by placeholder number
         self._placing: int | None = None  # mem_id of the segment being walked at its place
+        self._fallback_follows = False  # a boundary's content was placed: skip its fallback
 
     def place_segments(self, root: LexborNode) -> None:
         """Remember the page's streamed segments (``div[hidden]#S:n`` with a placeholder
         template), so that each is walked at its placeholder instead of being dropped as
         hidden."""
-        placeholders = set()
-        for template in root.css("template[id]"):
-            match = _PLACEHOLDER.match(template.attributes.get("id") or "")
-            if match:
-                placeholders.add(match.group(1))
+        placeholders = {_placeholder(template.attributes) for template in root.css("template[id]")}
         for node in root.css('div[hidden][id^="S:"]'):
             match = _SEGMENT_ID.match(node.attributes.get("id") or "")
             if match and match.group(1) in placeholders:
                 self._segments.setdefault(match.group(1), node)
 
     def _segment_at(self, template: LexborNode) -> LexborNode | None:
-        match = _PLACEHOLDER.match(template.attributes.get("id") or "")
-        return self._segments.get(match.group(1)) if match else None
+        return self._segments.get(_placeholder(template.attributes) or "")
 
     def _left_unplaced(self, attributes: dict[str, str | None]) -> bool:
         """A streamed segment whose placeholder the walk never reached (it lay in a removed
@@ -294,16 +311,18 @@ class _Walker:
         in_pre: bool,
     ) -> _Item | list[_Item] | None:
         """The streamed segment that replaces this placeholder template, walked here (once:
-        its own place, at the end of the body, stays hidden)."""
-        match = _PLACEHOLDER.match(attributes.get("id") or "")
-        segment = self._segments.pop(match.group(1), None) if match else None
+        its own place, at the end of the body, stays hidden). A boundary's (``B:n``)
+        content replaces its fallback too, which the caller then skips."""
+        segment = self._segments.pop(_placeholder(attributes) or "", None)
         if segment is None:  # not a placeholder: a template, removed as ever
             return None
         self._placing = segment.mem_id
         try:
-            return self.element(segment, "div", depth, atomic, in_article, in_pre)
+            piece = self.element(segment, "div", depth, atomic, in_article, in_pre)
         finally:
             self._placing = None
+        self._fallback_follows = (attributes.get("id") or "").startswith("B")
+        return piece
 
     # -- cleaning -----------------------------------------------------------------------
 
@@ -388,8 +407,12 @@ class _Walker:
         inline_at: list[int] = []
         last_inline: _Inline | None = None  # items[-1] when it is an inline run
         list_items = 0
+        fallback = -1  # >= 0: in a placed boundary's fallback, at this boundary nesting
         for child in node.iter(include_text=True):
             tag = child.tag
+            if fallback >= 0:
+                fallback = _fallback_nesting(child, fallback)
+                continue
             if tag == "-text":
                 text = child.text_content or ""
                 if last_inline is not None and not in_pre and text.isspace():
@@ -403,6 +426,9 @@ class _Walker:
                 continue
             else:
                 piece = self.element(child, tag, depth + 1, atomic, in_article, in_pre)
+                if self._fallback_follows:
+                    self._fallback_follows = False
+                    fallback = 0
                 if piece is None:
                     continue
                 if list_limit and tag == "li":

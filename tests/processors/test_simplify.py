@@ -376,8 +376,9 @@ def test_navigation_names_are_judged_per_configuration() -> None:
 
 
 STREAMED_PAGE = """<html><body><main><h1>Streamed article</h1>
-<!--$?--><template id="B:0"></template><p>Loading</p><!--/$-->
+<!--$?--><template id="B:0"></template><!--$--><p>Skeleton</p><!--/$--><p>Loading</p><!--/$-->
 <p>Written in place.</p>
+<!--$?--><template id="B:5"></template><p>Still loading</p><!--/$-->
 <!--$?--><template id="B:a"></template><!--/$-->
 </main>
 <nav><template id="B:1"></template></nav>
@@ -399,11 +400,20 @@ def test_streamed_segments_are_read_at_their_placeholders() -> None:
     assert texts[:6] == [
         "Streamed article",
         "First streamed paragraph.",
-        "Loading",
         "Written in place.",
+        "Still loading",
         "Second streamed paragraph.",
         "Nested streamed paragraph.",
     ]
+
+
+def test_streamed_content_replaces_its_boundarys_fallback() -> None:
+    """A boundary's fallback (``Loading``, a skeleton) goes when its content arrives, as
+    React's script removes it; a boundary whose content never came keeps its fallback."""
+    document = simplify(STREAMED_PAGE)
+    for text in ("Loading", "Skeleton"):
+        assert all(text not in block for block in document.mapping_blocks)
+    assert any("Still loading" in block for block in document.mapping_blocks)
 
 
 def test_a_segment_whose_placeholder_was_removed_is_shown_where_it_lies() -> None:
