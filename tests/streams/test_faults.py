@@ -60,8 +60,9 @@ def test_unread_records_do_not_grow_worker_memory(
     one page at a time and retire when their heap grows (bounded by design), so they are
     left out of the trend. The first bursts warm caches (labeller, templates, faust) and
     the allocator's arenas, which the largest pages (labelled in the worker itself) keep
-    growing for several bursts before they level off; those bursts are left out too. A leak of what goes through would add about a burst's HTML (16 MiB)
-    a burst; the trend allowed is a quarter of that.
+    growing for several bursts before they level off; those bursts are left out too. A
+    leak of what goes through would add about a burst's HTML (16 MiB) a burst; the trend
+    allowed is a quarter of that.
     """
     worker = workers.start()
     peaks: list[float] = []
