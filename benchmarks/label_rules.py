@@ -32,7 +32,6 @@ from processors.features import FEATURE_NAMES
 from processors.labellers.learned import LearnedModel, raw_confidence
 from processors.labels import derive_page
 from processors.reconstruct import reconstruct
-from processors.scoring import score_page
 from processors.training import (
     NUM_TREES,
     SECOND_OPINION_GRID,
@@ -42,8 +41,8 @@ from processors.training import (
     fit,
     group_folds,
     load_pages,
+    page_metric,
 )
-from processors.wordf1 import word_score
 from topics.records import MAIN, OTHER
 
 _LOG_WORDS = FEATURE_NAMES.index("log_words")
@@ -102,18 +101,8 @@ class Scorer:
         """The page's own metric (ROUGE-5 on news, word F1 on WCXB); None: nothing kept."""
         if (key, labels) not in self._scores:
             page, text = self.pages[key], self.markdown(key, labels)
-            meta = page["meta"]
-            if not text.strip():
-                score = None
-            elif page["file"] != "wcxb_dev":
-                score = score_page(text, page["gold"]).f1
-            else:
-                gold, with_, without = (
-                    page["gold"],
-                    meta.get("with") or (),
-                    meta.get("without") or (),
-                )
-                score = word_score(text, gold, with_, without).f1
+            rouge = page["file"] != "wcxb_dev"
+            score = page_metric(text, page["gold"], page["meta"], rouge) if text.strip() else None
             self._scores[(key, labels)] = score
         return self._scores[(key, labels)]
 

@@ -31,7 +31,6 @@ from processors.errors import PageError
 from processors.features import CATEGORICAL, FEATURE_NAMES, TAG_CODES
 from processors.labels import derive_page
 from processors.reconstruct import reconstruct
-from processors.scoring import score_page
 from processors.training import (
     NUM_TREES,
     PARAMS,
@@ -40,8 +39,8 @@ from processors.training import (
     _held_out_training,
     group_folds,
     load_pages,
+    page_metric,
 )
-from processors.wordf1 import word_score
 from topics.records import MAIN, OTHER
 
 TYPES = ("article", "collection", "documentation", "forum", "listing", "product", "service")
@@ -165,10 +164,7 @@ def page_score(page: PageData, mapping: list[str], labels: list[str]) -> float:
     except PageError:
         markdown = ""
     gold = page.row.get("gold_markdown_or_text") or ""
-    if page.file != "wcxb_dev":
-        return score_page(markdown, gold).f1
-    meta = page.row.get("meta") or {}
-    return word_score(markdown, gold, meta.get("with") or (), meta.get("without") or ()).f1
+    return page_metric(markdown, gold, page.row.get("meta"), page.file != "wcxb_dev")
 
 
 def run(pages: list[PageData], variant: str, mapping: dict[int, list[str]]) -> dict[str, float]:

@@ -247,6 +247,15 @@ class PageResult:
     words: int = 0  # of the extraction
 
 
+def page_metric(markdown: str, gold: str, meta: dict | None, rouge: bool) -> float:
+    """A page's own quality metric: ROUGE-5 F1 (the news files, ``rouge``) or WCXB word F1
+    with its must-have / must-not-have snippets (``meta``'s ``with`` / ``without``)."""
+    if rouge:
+        return score_page(markdown, gold).f1
+    meta = meta or {}
+    return word_score(markdown, gold, meta.get("with") or (), meta.get("without") or ()).f1
+
+
 def _score(
     page: PageData, extractor: str, markdown: str, rouge: bool, confidence=None, raw=None
 ) -> PageResult:

@@ -41,3 +41,19 @@ def test_word_score_reports_with_and_without_rates() -> None:
     )
     assert score.with_found == 1.0
     assert score.without_leaked == 0.5
+
+
+def test_a_page_is_scored_by_its_files_metric() -> None:
+    """Benchmarks score news pages by ROUGE-5 and WCXB pages by word F1 with snippets."""
+    from processors.scoring import score_page
+    from processors.training import page_metric
+
+    gold = "one two three four five six seven eight"
+    text = "one two three four five six eight seven"
+    meta = {"with": ["one two"], "without": ["nine"]}
+    assert page_metric(text, gold, meta, rouge=True) == score_page(text, gold).f1
+    assert (
+        page_metric(text, gold, meta, rouge=False)
+        == word_score(text, gold, ["one two"], ["nine"]).f1
+    )
+    assert page_metric(text, gold, meta, rouge=True) < page_metric(text, gold, meta, rouge=False)
