@@ -10,9 +10,11 @@ same pages). A page the labels leave empty goes to trafilatura, as in the pipeli
     .venv/bin/python benchmarks/label_rules.py rules     # every rule family below
 
 Rules: the plain threshold (0.5: the CV's "learned"); the shipped second-opinion rule and
-the grid's best under each objective (maximin, largest mean lead above a margin); a lower
-threshold on unsure pages, alone and under trafilatura's second opinion; expected-F1 block
-selection per page; a second opinion from the labeller itself at a lower threshold.
+the grid's best under each objective (maximin, largest mean lead above a margin), with
+trafilatura or rs-trafilatura giving the second opinion; a lower threshold on unsure pages,
+alone and under trafilatura's second opinion (one rule, then the grid for three (below,
+threshold) pairs: about a minute each); expected-F1 block selection per page; a second
+opinion from the labeller itself at a lower threshold.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ from processors.training import (
 from topics.records import MAIN, OTHER
 
 _LOG_WORDS = FEATURE_NAMES.index("log_words")
-Choice = tuple[str, tuple[str, ...] | None]  # ("learned", labels) or ("trafilatura", None)
+# ("learned", labels), or (an extractor of cv.json: "trafilatura", "rs-trafilatura", None)
+Choice = tuple[str, tuple[str, ...] | None]
 
 
 def cache(data: str, path: Path) -> None:
@@ -117,8 +120,7 @@ class Scorer:
                 score = self.base["learned"][key][0]
             else:
                 kind, labels = choose(key, page)
-                if kind == "learned":
-                    score = self.score(key, labels)
+                score = self.score(key, labels) if kind == "learned" else self.base[kind][key][0]
             score = fallback if score is None else score
             ours[page["group"]].append(score)
             theirs[page["group"]].append(fallback)
@@ -141,18 +143,22 @@ def labels_at(page: dict, threshold: float) -> tuple[str, ...]:
 
 
 def second_opinion(
-    scorer: Scorer, rule: SecondOpinion, below: float = 0.0, threshold: float = THRESHOLD
+    scorer: Scorer,
+    rule: SecondOpinion,
+    below: float = 0.0,
+    threshold: float = THRESHOLD,
+    extractor: str = "trafilatura",
 ) -> Callable[[tuple, dict], Choice]:
-    """trafilatura where the rule prefers it, over our labels (threshold ``threshold`` on
-    pages of raw confidence under ``below``)."""
+    """``extractor``'s output where the rule prefers it, over our labels (threshold
+    ``threshold`` on pages of raw confidence under ``below``)."""
 
     def choose(key: tuple, page: dict) -> Choice:
         labels = labels_at(page, threshold if page["raw"] < below else THRESHOLD)
         ratio = rule.ratio(page["raw"])
-        words = scorer.base["trafilatura"][key][1]
+        words = scorer.base[extractor][key][1]
         ours = len(scorer.markdown(key, labels).split())
         if ratio is not None and words > 0 and words >= ratio * ours:
-            return "trafilatura", None
+            return extractor, None
         return "learned", labels
 
     return choose
@@ -189,24 +195,42 @@ def self_second_opinion(scorer: Scorer, below: float, threshold: float, ratio: f
     return choose
 
 
+def _best_of_grid(
+    scorer: Scorer, label: str, margins: tuple[float, ...], **options: object
+) -> None:
+    """The second-opinion grid's best rule under each objective (maximin; the largest
+    mean lead among rules keeping every group ``margin`` ahead)."""
+    grid = [
+        scorer.report(f"{label} {tuple(r)}", second_opinion(scorer, r, **options))  # type: ignore[arg-type]
+        for r in SECOND_OPINION_GRID
+    ]
+    print(json.dumps({"objective": "maximin", **max(grid, key=lambda r: r["smallest_lead"])}))
+    for margin in margins:
+        safe = [r for r in grid if r["smallest_lead"] >= margin]
+        if safe:
+            best = max(safe, key=lambda r: r["mean_lead"])
+            print(json.dumps({"objective": f"mean, margin {margin}", **best}))
+
+
 def rules(path: Path, cv_path: Path, shipped: SecondOpinion | None) -> None:
     scorer = Scorer(pickle.loads(path.read_bytes()), json.loads(cv_path.read_text()))
     show = lambda result: print(json.dumps(result))  # noqa: E731
     show(scorer.report("threshold 0.5", unsure_threshold(0.0, THRESHOLD)))
     if shipped is not None:
         show(scorer.report(f"shipped {tuple(shipped)}", second_opinion(scorer, shipped)))
-    grid = [scorer.report(str(tuple(r)), second_opinion(scorer, r)) for r in SECOND_OPINION_GRID]
-    show({"objective": "maximin", **max(grid, key=lambda r: r["smallest_lead"])})
-    for margin in (0.0, 0.002, 0.005):
-        safe = [r for r in grid if r["smallest_lead"] >= margin]
-        if safe:
-            show({"objective": f"mean, margin {margin}", **max(safe, key=lambda r: r["mean_lead"])})
+        rs = second_opinion(scorer, shipped, extractor="rs-trafilatura")
+        show(scorer.report(f"rs-trafilatura as the second opinion, {tuple(shipped)}", rs))
+    _best_of_grid(scorer, "trafilatura", (0.0, 0.002, 0.005))
+    _best_of_grid(scorer, "rs-trafilatura", (0.0, 0.002), extractor="rs-trafilatura")
     for below in (0.74, 0.82):
         for threshold in (0.25, 0.35, 0.45):
             rule = f"threshold {threshold} below raw {below}"
             show(scorer.report(rule, unsure_threshold(below, threshold)))
     combined = second_opinion(scorer, SecondOpinion(0.60, 0.90, 1.5), 0.70, 0.25)
     show(scorer.report("threshold 0.25 below 0.70, then trafilatura (0.6, 0.9, 1.5)", combined))
+    for below, threshold in ((0.66, 0.25), (0.70, 0.25), (0.74, 0.25)):  # the grid over both
+        label = f"threshold {threshold} below {below}, then trafilatura"
+        _best_of_grid(scorer, label, (0.0, 0.002), below=below, threshold=threshold)
     show(scorer.report("expected F1", expected_f1))
     for threshold, ratio in ((0.2, 2.0), (0.3, 1.5)):
         rule = f"own second opinion: threshold {threshold} when {ratio}x the words, below 0.74"

@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/learned_labeller.py labels  [--data DIR]   # derivation check
     .venv/bin/python benchmarks/learned_labeller.py cv      [--data DIR] [--train MODEL]
     .venv/bin/python benchmarks/learned_labeller.py speed   [--data DIR] [--repeat N]
+    .venv/bin/python benchmarks/learned_labeller.py stages  [--data DIR] [--repeat N]
 
 * ``labels``: agreement of the gold-derived block labels with WebMainBench's cc-select
   marks, and the ROUGE-5 / word F1 of the Markdown the derived labels reconstruct on every
@@ -14,7 +15,10 @@
 * ``speed``: the whole CPU path (decode, simplify, token count, learned labels,
   reconstruction or fallback, the second opinion) on one pinned core over articles_dev,
   the same path without the second opinion, and trafilatura on the same pages, all in the
-  same run.
+  same run;
+* ``stages``: where the time of that path (without the second opinion) goes, each step
+  timed alone over the same pages on one pinned core: ms a page (the last of ``--repeat``
+  passes; the pipeline's own bookkeeping is the rest of ``speed``'s time).
 
 Raw JSON goes to ``--out`` (default ``out/learned``).
 """
@@ -211,9 +215,55 @@ def speed_run(data: Path, out: Path, repeat: int, model: str | None) -> dict:
     return result
 
 
+def stages_run(data: Path, out: Path, repeat: int, model: str | None) -> dict[str, float]:
+    from selectolax.lexbor import LexborHTMLParser
+
+    from processors.features import page_features
+    from processors.labellers.learned import LearnedModel
+    from processors.language import detect_language
+    from processors.pipeline import PipelineSettings, decoded_page
+    from processors.simplify import check_markup, simplify
+    from processors.sources import raw_page_from_row
+    from topics.records import MAIN, OTHER, page_id
+
+    os.sched_setaffinity(0, {0})
+    raws = [raw_page_from_row(row) for row in load_rows(data / "articles_dev.jsonl")]
+    learned = LearnedModel.load(model)
+    limit = PipelineSettings().simplify.max_input_chars
+    ms: dict[str, float] = {}
+
+    def timed(step: str, work, items: list) -> list:
+        t0 = time.perf_counter()
+        results = [work(item) for item in items]
+        ms[step] = round((time.perf_counter() - t0) * 1000 / len(items), 3)
+        return results
+
+    for _ in range(repeat):
+        texts = timed("decode", lambda raw: decoded_page(raw, limit), raws)
+        timed("page id", lambda raw: page_id(raw.url, raw.html), raws)
+        timed("pre-parse check (in simplify)", check_markup, texts)
+        timed("HTML parse (in simplify)", LexborHTMLParser, texts)
+        documents = timed("simplify, all of it", simplify, texts)
+        matrices = timed(
+            "features",
+            lambda d: page_features(d.simplified_html, d.mapping_blocks, d.title, d.hints),
+            documents,
+        )
+        probabilities = timed("prediction", learned.predict, matrices)
+        pages = [
+            (d.mapping_blocks, [MAIN if q >= learned.threshold else OTHER for q in p], raw.url)
+            for d, p, raw in zip(documents, probabilities, raws, strict=True)
+        ]
+        markdowns = timed("reconstruction", lambda page: reconstruct(*page).markdown, pages)
+        timed("language", detect_language, markdowns)
+    print(json.dumps(ms))
+    (out / "stages.json").write_text(json.dumps(ms, indent=1))
+    return ms
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("labels", "cv", "speed"))
+    parser.add_argument("what", choices=("labels", "cv", "speed", "stages"))
     parser.add_argument("--data", default="../shared/data")
     parser.add_argument("--out", default="out/learned")
     parser.add_argument("--seed", type=int, default=0)
@@ -228,8 +278,10 @@ def main() -> None:
         labels_check(data, out)
     elif args.what == "cv":
         cv_run(data, out, args.seed, args.train)
-    else:
+    elif args.what == "speed":
         speed_run(data, out, args.repeat, args.model)
+    else:
+        stages_run(data, out, args.repeat, args.model)
 
 
 if __name__ == "__main__":

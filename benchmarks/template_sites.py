@@ -15,6 +15,12 @@ every served page (only to measure). Reported per site:
   teacher's.
 
     .venv/bin/python benchmarks/template_sites.py --fetch --teacher heuristic
+
+With ``--why``, each site's crawl is also replayed through the cache alone, saying why
+each page the template did not serve went to the teacher (no layout cluster for it yet;
+its cluster not verified on the last pages; a block without a confident label), and
+which signatures lacked a confident label most often, with the teacher's label counts
+for them (main, other) summed over the site's clusters.
 """
 
 from __future__ import annotations
@@ -24,11 +30,17 @@ import json
 import random
 import statistics
 import subprocess
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from template_cache import run_site
 
-from processors.templates import TemplateSettings
+from processors.labellers.registry import build_labeller
+from processors.pipeline import PipelineSettings, simplify_page
+from processors.sources import raw_page_from_row
+from processors.templates import BACKOFF_MARK, TemplateCache, TemplateSettings
+from processors.tokens import TokenBudget
+from topics.records import SimplifiedPage
 
 SITES_DIR = Path("out/sites")
 # Debian package -> (documentation root inside it, the site's base URL)
@@ -82,6 +94,51 @@ def summary(result: dict) -> dict[str, object]:
     }
 
 
+def why(rows: list[dict], teacher_name: str, top: int = 8) -> dict[str, object]:
+    """Why the pages the cache did not serve went to the teacher (see the docstring)."""
+    teacher = build_labeller(teacher_name)
+    cache = TemplateCache(TemplateSettings())
+    settings = PipelineSettings(budget=TokenBudget.cpu())
+    reasons: Counter[str] = Counter()
+    unsure: Counter[str] = Counter()
+    for row in rows:
+        page = simplify_page(raw_page_from_row(row), settings)
+        if not isinstance(page, SimplifiedPage):
+            reasons["not labelled (fallback)"] += 1
+            continue
+        decision = cache.consider(page)
+        [outcome] = teacher.label([page])
+        if decision.labels is not None:
+            reasons["served"] += 1
+        elif decision.cluster < 0:
+            reasons["no layout cluster yet"] += 1
+        else:
+            cluster = cache.sites[decision.site][decision.cluster]
+            if not cluster.verified(cache.settings):
+                reasons["cluster not verified"] += 1
+            else:
+                reasons["a block without a confident label"] += 1
+                for keys in decision.keys:
+                    if cluster.predict(keys, cache.settings) is None:
+                        unsure[keys[0]] += 1
+        if outcome.labels is not None and (decision.labels is None or decision.shadow):
+            cache.teach(decision, outcome.labels)
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for clusters in cache.sites.values():
+        for cluster in clusters:
+            for key, (main, other) in cluster.counts.items():
+                if not key.startswith(BACKOFF_MARK) and key in unsure:
+                    counts[key][0] += main
+                    counts[key][1] += other
+    return {
+        "reasons": dict(reasons),
+        "unsure_signatures": [
+            {"signature": key, "pages": n, "teacher_main_other": counts[key]}
+            for key, n in unsure.most_common(top)
+        ],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--teacher", default="learned")
@@ -90,6 +147,7 @@ def main() -> None:
     parser.add_argument("--fetch", action="store_true", help="download the sites first")
     parser.add_argument("--dir", type=Path, default=SITES_DIR)
     parser.add_argument("--out", default="out/template_sites.json")
+    parser.add_argument("--why", action="store_true", help="also say why pages were not served")
     args = parser.parse_args()
     if args.fetch:
         fetch(args.dir)
@@ -98,6 +156,9 @@ def main() -> None:
         rows = crawl(args.dir, package, args.pages, args.seed)
         report[package] = summary(run_site(rows, args.teacher, TemplateSettings()))
         print(package, json.dumps(report[package]), flush=True)
+        if args.why:
+            report[f"{package} why"] = why(rows, args.teacher)
+            print(package, "why", json.dumps(report[f"{package} why"]), flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1))
 
