@@ -14,7 +14,8 @@ The walk (paper, Appendix I) does, in one pass over a lexbor tree:
    segments that its runtime moves into the ``<template id="B:n">`` or ``"P:n"``
    placeholder) is hidden only until the page's script runs: it is walked at its
    placeholder, where the reader sees it, or where it lies if the walk never reached
-   its placeholder (``_Walker.place_segments``);
+   its placeholder (``_Walker.place_segments``); a boundary's fallback (``Loading``, a
+   skeleton) goes when its content is placed, as the script removes it;
 2. segmentation: block-level elements whose content is all inline become blocks; runs of
    inline content and loose text between blocks become blocks wrapped in ``<p>``; data
    tables, content lists, ``pre``, ``math`` and ``figure`` stay whole; layout tables and
