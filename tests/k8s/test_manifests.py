@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from gpu_worker.profiles import load_profile
+from gpu_worker.profiles import load_profile, pipeline_settings
 from processors.sinks import SINKS
 from streams.settings import SETTINGS, StreamSettings
 from streams.stages import DEFAULT_STAGES, STAGES
@@ -74,6 +74,20 @@ def test_simplify_and_label_budget_with_one_profile_and_its_tokenizer() -> None:
         if stage in ("simplify", "label"):
             mounts = [m["mountPath"] for m in spec["containers"][0]["volumeMounts"]]
             assert any(model.startswith(path) for path in mounts), stage
+
+
+def test_the_simplify_stage_budgets_for_the_labeller_the_label_stage_runs() -> None:
+    """The labeller is set once for every stage, so the simplify pods budget pages with
+    the GPU model's context, not a CPU labeller's block cap (which would send pages the
+    model cannot read on to the GPU pods)."""
+    (config,) = by_kind("ConfigMap")
+    for deployment in by_kind("Deployment"):
+        env = deployment["spec"]["template"]["spec"]["containers"][0].get("env", [])
+        assert "DRIPSTREAM_LABELLER" not in {variable["name"] for variable in env}
+    profile = load_profile(config["data"]["DRIPSTREAM_PROFILE"])
+    budget = pipeline_settings(profile, config["data"]["DRIPSTREAM_LABELLER"]).budget
+    assert budget.max_blocks is None
+    assert budget.context_tokens == profile.context_tokens
 
 
 def _secret_keys_read() -> set[str]:
