@@ -17,8 +17,7 @@ every served page (only to measure). Reported per site:
     .venv/bin/python benchmarks/template_sites.py --fetch --teacher heuristic
 
 With ``--why``, each site's crawl is also replayed through the cache alone, saying why
-each page the template did not serve went to the teacher (no layout cluster for it yet;
-its cluster not verified on the last pages; a block without a confident label), and
+each page the template did not serve went to the teacher (``templates.NOT_SERVED``), and
 which signatures lacked a confident label most often, with the teacher's label counts
 for them (main, other) summed over the site's clusters.
 """
@@ -38,7 +37,7 @@ from template_cache import run_site
 from processors.labellers.registry import build_labeller
 from processors.pipeline import PipelineSettings, simplify_page
 from processors.sources import raw_page_from_row
-from processors.templates import BACKOFF_MARK, TemplateCache, TemplateSettings
+from processors.templates import BACKOFF_MARK, NOT_SERVED, TemplateCache, TemplateSettings
 from processors.tokens import TokenBudget
 from topics.records import SimplifiedPage
 
@@ -108,19 +107,12 @@ def why(rows: list[dict], teacher_name: str, top: int = 8) -> dict[str, object]:
             continue
         decision = cache.consider(page)
         [outcome] = teacher.label([page])
-        if decision.labels is not None:
-            reasons["served"] += 1
-        elif decision.cluster < 0:
-            reasons["no layout cluster yet"] += 1
-        else:
+        reasons[NOT_SERVED.get(decision.why_not, "served")] += 1
+        if decision.why_not == "unknown_blocks":
             cluster = cache.sites[decision.site][decision.cluster]
-            if not cluster.verified(cache.settings):
-                reasons["cluster not verified"] += 1
-            else:
-                reasons["a block without a confident label"] += 1
-                for keys in decision.keys:
-                    if cluster.predict(keys, cache.settings) is None:
-                        unsure[keys[0]] += 1
+            for keys in decision.keys:
+                if cluster.predict(keys, cache.settings) is None:
+                    unsure[keys[0]] += 1
         if outcome.labels is not None and (decision.labels is None or decision.shadow):
             cache.teach(decision, outcome.labels)
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])

@@ -342,6 +342,14 @@ def _most_seen(counts: dict[str, list[int]], limit: int) -> dict[str, list[int]]
     return {key: value for key, value in counts.items() if key in keep}
 
 
+# Why ``TemplateCache.consider`` left a page to the teacher.
+NOT_SERVED = {
+    "new_layout": "no layout cluster of the site knows the page yet",
+    "unverified": "its cluster is not verified on its last teacher pages (or suspended)",
+    "unknown_blocks": "a block of the page has no confident label",
+}
+
+
 @dataclass
 class Decision:
     """What the cache did with one page (for metrics and the record's extractor)."""
@@ -351,6 +359,7 @@ class Decision:
     keys: list[tuple[str, ...]]  # per block: signature, then back-off signatures
     labels: list[str] | None  # the template's labels when it serves the page
     shadow: bool = False
+    why_not: str = ""  # when not served: a NOT_SERVED key
 
 
 class TemplateCache:
@@ -380,13 +389,13 @@ class TemplateCache:
         distinct = {block[0] for block in keys}
         best = max(range(len(clusters)), key=lambda i: clusters[i].knows(distinct), default=-1)
         if best < 0 or clusters[best].knows(distinct) < JOIN_SHARE:
-            return Decision(site, -1, keys, None)
+            return Decision(site, -1, keys, None, why_not="new_layout")
         cluster = clusters[best]
         if not cluster.verified(self.settings):
-            return Decision(site, best, keys, None)
+            return Decision(site, best, keys, None, why_not="unverified")
         labels = [cluster.predict(block, self.settings) for block in keys]
         if any(label is None for label in labels):
-            return Decision(site, best, keys, None)
+            return Decision(site, best, keys, None, why_not="unknown_blocks")
         cluster.served += 1
         self.changed.add(site)
         shadow = _shadow(page.page_id, self.settings.shadow_rate)

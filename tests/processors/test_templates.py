@@ -110,6 +110,24 @@ def test_a_page_with_a_block_the_template_does_not_know_goes_to_the_teacher() ->
     assert outcome.labeller != TEMPLATE_LABELLER
 
 
+def test_the_cache_says_why_it_left_a_page_to_the_teacher() -> None:
+    cache = TemplateCache(TemplateSettings(verify_pages=2, shadow_rate=0))
+    teacher = Teacher()
+
+    def decide(page: SimplifiedPage) -> str:
+        decision = cache.consider(page)
+        if decision.labels is None:
+            cache.teach(decision, teacher.label([page])[0].labels)
+        return decision.why_not
+
+    assert decide(article("example.com", 0)) == "new_layout"
+    assert decide(article("example.com", 1)) == "unverified"
+    whys = [decide(article("example.com", n)) for n in range(2, 6)]
+    assert whys[-1] == ""  # served
+    novel = article("example.com", 99, extra='<section class="poll"><p>Vote now.</p></section>')
+    assert decide(novel) == "unknown_blocks"
+
+
 def test_another_layout_of_the_same_domain_gets_its_own_cluster() -> None:
     cache = TemplateCache(TemplateSettings(verify_pages=2, shadow_rate=0))
     cascade = TemplateCascade(Teacher(), cache)
