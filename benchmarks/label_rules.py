@@ -196,12 +196,18 @@ def self_second_opinion(scorer: Scorer, below: float, threshold: float, ratio: f
 
 
 def _best_of_grid(
-    scorer: Scorer, label: str, margins: tuple[float, ...], **options: object
+    scorer: Scorer,
+    label: str,
+    margins: tuple[float, ...],
+    below: float = 0.0,
+    threshold: float = THRESHOLD,
+    extractor: str = "trafilatura",
 ) -> None:
     """The second-opinion grid's best rule under each objective (maximin; the largest
-    mean lead among rules keeping every group ``margin`` ahead)."""
+    mean lead among rules keeping every group ``margin`` ahead); the other arguments are
+    ``second_opinion``'s."""
     grid = [
-        scorer.report(f"{label} {tuple(r)}", second_opinion(scorer, r, **options))  # type: ignore[arg-type]
+        scorer.report(f"{label} {tuple(r)}", second_opinion(scorer, r, below, threshold, extractor))
         for r in SECOND_OPINION_GRID
     ]
     print(json.dumps({"objective": "maximin", **max(grid, key=lambda r: r["smallest_lead"])}))
