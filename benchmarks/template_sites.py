@@ -18,7 +18,7 @@ every served page (only to measure). Reported per site:
 
 With ``--why``, each site's crawl is also replayed through the cache alone, saying why
 each page the template did not serve went to the teacher (``templates.NOT_SERVED``), and
-which signatures lacked a confident label most often, with the teacher's label counts
+which signatures lacked a vote or had a mixed one most often, with the teacher's label counts
 for them (main, other) summed over the site's clusters.
 """
 
@@ -108,10 +108,11 @@ def why(rows: list[dict], teacher_name: str, top: int = 8) -> dict[str, object]:
         decision = cache.consider(page)
         [outcome] = teacher.label([page])
         reasons[NOT_SERVED.get(decision.why_not, "served")] += 1
-        if decision.why_not == "unknown_blocks":
+        if decision.why_not in ("unknown_blocks", "mixed_labels"):
             cluster = cache.sites[decision.site][decision.cluster]
             for keys in decision.keys:
-                if cluster.predict(keys, cache.settings) is None:
+                vote = cluster.vote(keys, cache.settings)
+                if vote is None or vote[1] < cache.settings.agreement:
                     unsure[keys[0]] += 1
         if outcome.labels is not None and (decision.labels is None or decision.shadow):
             cache.teach(decision, outcome.labels)

@@ -27,12 +27,12 @@ site's next pages without the teacher.
   column) from what the teacher did in the same place on the site. (Also measured: the
   block with 2 ancestors, and with 3: no more pages covered, half as much state again; a single
   step: more covered, lower agreement with the teacher.)
-- **Confident label** of a block (``Cluster.predict``): the first of its signature and
-  back-off signatures (in that order) seen ``min_support`` times decides. It gives a label
-  when one label has at least ``min_share`` of that key's counts and no longer key (seen
-  too rarely to decide) ever got the other label; otherwise the block has none. So the
-  template backs off only for want of evidence, never over evidence against: a full path
-  the teacher labelled both ways, or a short path with mixed labels, does not serve.
+- **Vote** of a block (``Cluster.vote``): the first of its signature and back-off
+  signatures (in that order) seen ``min_support`` times decides, by majority: the label
+  the teacher gave it most, and the share of the teacher's labels that agree (the chance
+  that the teacher would label the block so). A block has no vote when no key was seen
+  that often, or when a longer key, seen too rarely to decide, got the other label: the
+  template backs off only for want of evidence, never over evidence against.
   (Measured and not adopted: a coarse shape of the block, text length and link share,
   in its signature. The learned teacher labels blocks of one path and one shape both ways
   too, so it split the counts without making them agree.)
@@ -40,12 +40,18 @@ site's next pages without the teacher.
   cluster*: a page joins the domain's cluster that already knows most (``JOIN_SHARE``) of
   its distinct (full) signatures, or starts a new one, so article, video and listing
   pages of one domain keep separate templates.
-- **Serving** needs both: the template predicted the teacher's labels with at least
-  ``agreement`` (0.98) block agreement on each of the cluster's last ``verify_pages``
-  teacher-labelled pages (agreement over the blocks it labels with confidence, back-off
-  included, and a page where that is under half the blocks counts as 0), and every block
-  of the new page has a confident label. Otherwise the teacher labels the page and the
-  template learns.
+- **Serving** (``Cluster.serve``) needs both: every block of the page has a vote and the
+  votes' mean share, the block agreement with the teacher to expect, is at least
+  ``agreement`` (0.98); and the cluster is *verified*: on each of its last
+  ``verify_pages`` teacher-labelled pages that it could have served so, its labels agreed
+  with the teacher's on at least ``agreement`` of the blocks. Otherwise the teacher labels
+  the page and the template learns. A teacher labels some blocks of one place both ways
+  (the learned labeller decides by content: a "See also" heading is other, a "Synopsis"
+  heading in the same place main); a template that asked every block for a 0.9 majority
+  would never serve those pages, and one verified on pages it could not have served
+  would measure what it does not claim. (Measured on two documentation sites, against the
+  former rule, a 0.9 majority per block and verification on every teacher page: 224
+  pages served instead of 115, with higher agreement; BENCHMARKS.md.)
 - **Shadow checks**: a share of served pages (``shadow_rate``, chosen by a hash of the
   page id, so reruns choose the same pages) still goes to the teacher; a disagreement
   suspends the template until it re-verifies on fresh teacher pages.
@@ -76,7 +82,6 @@ from topics.records import MAIN, OTHER, ClusterState, SimplifiedPage, SiteState
 TEMPLATE_LABELLER = "template"
 JOIN_SHARE = 0.6  # a page joins a layout cluster that knows this share of its signatures
 MAX_PATH_STEPS = 6  # a signature is the block and its 5 nearest ancestors
-MIN_COVERAGE = 0.5  # a teacher page verifies a template only if it knows this share
 # Back-off signatures, most specific first: (steps left out below, steps kept). (0, 2): the
 # block and its parent; (1, 2): any child of the block's parent and grandparent.
 BACKOFF = ((0, 2), (1, 2))
@@ -220,7 +225,6 @@ class TemplateSettings:
     agreement: float = 0.98
     verify_pages: int = 3
     min_support: int = 2
-    min_share: float = 0.9
     shadow_rate: float = 0.05
     max_sites: int = 3_000
     max_clusters: int = 8
@@ -233,7 +237,7 @@ class Cluster:
 
     verify_pages: int
     counts: dict[str, list[int]] = field(default_factory=dict)  # signature -> [main, other]
-    recent: deque[float] = field(init=False)  # agreement on the last teacher pages
+    recent: deque[float] = field(init=False)  # agreement on the last servable teacher pages
     suspended: bool = False
     served: int = 0
     taught: int = 0
@@ -246,12 +250,12 @@ class Cluster:
             sum(1 for s in signatures if s in self.counts) / len(signatures) if signatures else 0.0
         )
 
-    def predict(self, keys: str | Sequence[str], settings: TemplateSettings) -> str | None:
-        """The confident label of a block from its keys (``block_keys``: signature first,
-        then shorter ones), or None. The first key seen ``min_support`` times decides:
-        its label when one label has ``min_share`` of its counts and no longer key saw the
-        other label, else None (back off only for want of evidence, never over evidence
-        against)."""
+    def vote(
+        self, keys: str | Sequence[str], settings: TemplateSettings
+    ) -> tuple[str, float] | None:
+        """A block's label from its keys (``block_keys``: signature first, then shorter
+        ones) and the share of the deciding key's teacher labels that agree with it, or
+        None (see the module docstring)."""
         if isinstance(keys, str):
             keys = (keys,)
         seen_main = seen_other = 0  # labels of longer keys seen too rarely to decide
@@ -259,14 +263,25 @@ class Cluster:
             main, other = self.counts.get(key, (0, 0))
             total = main + other
             if total >= settings.min_support:
-                if main >= settings.min_share * total and not seen_other:
-                    return MAIN
-                if other >= settings.min_share * total and not seen_main:
-                    return OTHER
-                return None
+                if main >= other:
+                    return None if seen_other else (MAIN, main / total)
+                return None if seen_main else (OTHER, other / total)
             seen_main += main
             seen_other += other
         return None
+
+    def serve(
+        self, keys: Sequence[Sequence[str]], settings: TemplateSettings
+    ) -> tuple[list[str] | None, str]:
+        """The labels the template would give the page, or None and why not (a
+        ``NOT_SERVED`` key): a block without a vote, or less agreement with the teacher
+        to expect than ``agreement``. Verification is the caller's."""
+        votes = [self.vote(block, settings) for block in keys]
+        if not votes or any(vote is None for vote in votes):
+            return None, "unknown_blocks"
+        if sum(share for _, share in votes) < settings.agreement * len(votes):  # type: ignore[misc]
+            return None, "mixed_labels"
+        return [label for label, _ in votes], ""  # type: ignore[misc]
 
     def verified(self, settings: TemplateSettings) -> bool:
         return (
@@ -274,27 +289,6 @@ class Cluster:
             and len(self.recent) >= settings.verify_pages
             and min(self.recent) >= settings.agreement
         )
-
-    def agreement(
-        self,
-        keys: Sequence[Sequence[str]],
-        labels: Sequence[str],
-        settings: TemplateSettings,
-    ) -> float:
-        """Share of the blocks the template labels with confidence that it labels as the
-        teacher did; 0 when it knows less than half the page's blocks (a page it could
-        not have served is no evidence for it)."""
-        predicted = [
-            (guess, label)
-            for guess, label in (
-                (self.predict(block, settings), label)
-                for block, label in zip(keys, labels, strict=True)
-            )
-            if guess is not None
-        ]
-        if not keys or len(predicted) < MIN_COVERAGE * len(keys):
-            return 0.0
-        return sum(guess == label for guess, label in predicted) / len(predicted)
 
     def learn(
         self,
@@ -346,7 +340,9 @@ def _most_seen(counts: dict[str, list[int]], limit: int) -> dict[str, list[int]]
 NOT_SERVED = {
     "new_layout": "no layout cluster of the site knows the page yet",
     "unverified": "its cluster is not verified on its last teacher pages (or suspended)",
-    "unknown_blocks": "a block of the page has no confident label",
+    "unknown_blocks": "a block of the page has no vote (too little evidence, or against)",
+    "mixed_labels": "the teacher labelled the page's blocks too inconsistently to expect "
+    "the agreement a served page needs",
 }
 
 
@@ -393,14 +389,14 @@ class TemplateCache:
         cluster = clusters[best]
         if not cluster.verified(self.settings):
             return Decision(site, best, keys, None, why_not="unverified")
-        labels = [cluster.predict(block, self.settings) for block in keys]
-        if any(label is None for label in labels):
-            return Decision(site, best, keys, None, why_not="unknown_blocks")
+        labels, why_not = cluster.serve(keys, self.settings)
+        if labels is None:
+            return Decision(site, best, keys, None, why_not=why_not)
         cluster.served += 1
         self.changed.add(site)
         shadow = _shadow(page.page_id, self.settings.shadow_rate)
         self.counts["shadow" if shadow else "template"] += 1
-        return Decision(site, best, keys, labels, shadow)  # type: ignore[arg-type]
+        return Decision(site, best, keys, labels, shadow)
 
     def teach(self, decision: Decision, labels: Sequence[str]) -> None:
         """Learn the teacher's labels for a page ``consider`` did not serve, or check a
@@ -415,8 +411,13 @@ class TemplateCache:
             cluster = clusters[-1]
         else:
             cluster = clusters[decision.cluster]
-        if cluster.counts:
-            agreement = cluster.agreement(decision.keys, labels, self.settings)
+        # Verification counts the pages the template could have served (a shadow page
+        # was served): on the others it claims nothing.
+        guess = (
+            decision.labels if decision.shadow else cluster.serve(decision.keys, self.settings)[0]
+        )
+        if guess is not None:
+            agreement = sum(a == b for a, b in zip(guess, labels, strict=True)) / len(labels)
             if decision.shadow and agreement < self.settings.agreement:
                 self.counts["disagreement"] += 1
                 self.counts["suspended"] += 1
@@ -551,8 +552,11 @@ def _class_selector(token: str) -> str:
 
 def export_site(state: SiteState, settings: TemplateSettings | None = None) -> dict[str, object]:
     """A site's templates as a reviewable configuration, like PACE's per-publisher one:
-    per layout, CSS selectors of the main region and of the excluded regions, and
-    (``*_backoff``) the shorter selectors used only for a block no full selector knows."""
+    per layout, CSS selectors of the main region and of the excluded regions (the teacher
+    labelled them so with at least ``agreement`` of its labels), of the uncertain ones
+    (labelled both ways: the template gives them the majority label, only on pages whose
+    other blocks make up for it), and (``*_backoff``) the shorter selectors used only for
+    a block no full selector knows."""
     settings = settings or TemplateSettings()
     layouts = []
     for number, cluster_state in enumerate(state.clusters):
@@ -565,7 +569,8 @@ def export_site(state: SiteState, settings: TemplateSettings | None = None) -> d
             "exclude_backoff": [],
         }
         for key in sorted(cluster.counts):
-            label = cluster.predict(key, settings)
+            vote = cluster.vote(key, settings)
+            label = vote[0] if vote is not None and vote[1] >= settings.agreement else None
             backoff = key.startswith(BACKOFF_MARK)
             if backoff and label is None:
                 continue

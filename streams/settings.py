@@ -72,8 +72,14 @@ SETTINGS = (
         "1",
         "1: a site-template cache in front of the labeller (shared via the templates topic)",
     ),
-    Setting("DRIPSTREAM_TEMPLATE_VERIFY_PAGES", "3", "teacher pages a template must match"),
-    Setting("DRIPSTREAM_TEMPLATE_AGREEMENT", "0.98", "block agreement each of them needs"),
+    Setting(
+        "DRIPSTREAM_TEMPLATE_VERIFY_PAGES", "3", "servable teacher pages a template must match"
+    ),
+    Setting(
+        "DRIPSTREAM_TEMPLATE_AGREEMENT",
+        "0.98",
+        "block agreement each needs (and a served page expects)",
+    ),
     Setting("DRIPSTREAM_TEMPLATE_SHADOW_RATE", "0.05", "share of served pages the teacher checks"),
     Setting("DRIPSTREAM_TEMPLATE_SITES", "3000", "sites a worker keeps (least recent evicted)"),
     Setting("DRIPSTREAM_MAX_BATCH", "16", "label stage: pages handed to the labeller at once"),

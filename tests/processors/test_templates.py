@@ -286,11 +286,72 @@ def test_a_mixed_short_path_does_not_serve() -> None:
 def test_back_off_never_overrides_what_the_teacher_said_of_the_full_path() -> None:
     settings = TemplateSettings(min_support=2)
     cluster = Cluster(verify_pages=2, counts={"*>div.card>p": [9, 0]})
-    assert cluster.predict(("div.x>div.card>p", "*>div.card>p"), settings) == MAIN
+    assert cluster.vote(("div.x>div.card>p", "*>div.card>p"), settings) == (MAIN, 1.0)
     cluster.counts["div.x>div.card>p"] = [0, 1]  # seen once, called other
-    assert cluster.predict(("div.x>div.card>p", "*>div.card>p"), settings) is None
-    cluster.counts["div.x>div.card>p"] = [2, 2]  # seen enough, labelled both ways
-    assert cluster.predict(("div.x>div.card>p", "*>div.card>p"), settings) is None
+    assert cluster.vote(("div.x>div.card>p", "*>div.card>p"), settings) is None
+    cluster.counts["div.x>div.card>p"] = [1, 3]  # seen enough: the full path decides
+    assert cluster.vote(("div.x>div.card>p", "*>div.card>p"), settings) == (OTHER, 0.75)
+
+
+def mixed_page(number: int, blocks: int, heading: str) -> SimplifiedPage:
+    """A reference page: a heading in one place, then ``blocks`` paragraphs of prose."""
+    body = f'<div class="doc"><h2 class="title">{heading}</h2>' + "".join(
+        f"<p>Paragraph {i} of reference page {number}, with enough ordinary words.</p>"
+        for i in range(blocks)
+    )
+    raw = RawPage(
+        url=f"https://docs.example.org/p{number}.html", html=f"<html><body>{body}</div>".encode()
+    )
+    page = simplify_page(raw, PipelineSettings())
+    assert isinstance(page, SimplifiedPage)
+    return page
+
+
+class ContentTeacher(Teacher):
+    """Decides a heading by its text, as the learned labeller does: "See also" is other."""
+
+    def label(self, pages):
+        self.calls += len(pages)
+        return [
+            LabelOutcome(
+                [OTHER if i == 0 and "See also" in p.simplified_html else MAIN for i in range(n)]
+            )
+            for p in pages
+            for n in [len(block_signatures(p.simplified_html))]
+        ]
+
+
+def test_a_block_the_teacher_labels_both_ways_serves_only_where_the_page_makes_up_for_it():
+    cache = TemplateCache(TemplateSettings(verify_pages=2, shadow_rate=0))
+    cascade = TemplateCascade(ContentTeacher(), cache)
+    # The heading is "See also" on one page in three: the place is main two times in three.
+    for n in range(12):
+        cascade.label([mixed_page(n, 60, "See also" if n % 3 == 0 else "Synopsis")])
+    # A long page: one block in 61 expected to disagree a third of the time, 0.995 agreement.
+    [long] = cascade.label([mixed_page(50, 60, "Synopsis")])
+    assert long.labeller == TEMPLATE_LABELLER and long.labels[0] == MAIN
+    # A short page: the same heading weighs a third of its 3 blocks.
+    short = mixed_page(51, 2, "Synopsis")
+    decision = cache.consider(short)
+    assert decision.labels is None and decision.why_not == "mixed_labels"
+
+
+def test_verification_counts_only_the_pages_the_template_could_have_served() -> None:
+    cache = TemplateCache(TemplateSettings(verify_pages=2, shadow_rate=0))
+    teacher = ContentTeacher()
+    for n in range(6):
+        page = mixed_page(n, 60, "See also" if n % 3 == 0 else "Synopsis")
+        decision = cache.consider(page)
+        cache.teach(decision, teacher.label([page])[0].labels)
+    [cluster] = cache.sites["example.org"]
+    recent = list(cluster.recent)
+    # Short pages go to the teacher ("mixed_labels") and leave the record as it was.
+    for n in range(6, 9):
+        page = mixed_page(n, 2, "See also")
+        decision = cache.consider(page)
+        assert decision.why_not == "mixed_labels"
+        cache.teach(decision, teacher.label([page])[0].labels)
+    assert list(cluster.recent) == recent and cluster.verified(cache.settings)
 
 
 def sections_page(number: int, sections: list[str], layout_id: str = "content") -> SimplifiedPage:
