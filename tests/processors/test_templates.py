@@ -22,6 +22,12 @@ from topics.codecs import from_msgpack, to_msgpack
 from topics.records import MAIN, OTHER, RawPage, SimplifiedPage, SiteState
 
 
+def simplified(url: str, html: str) -> SimplifiedPage:
+    page = simplify_page(RawPage(url=url, html=html.encode()), PipelineSettings())
+    assert isinstance(page, SimplifiedPage)
+    return page
+
+
 def article(site: str, number: int, extra: str = "", layout: str = "article") -> SimplifiedPage:
     body = (
         f'<div class="nav-{number} menu"><a href="/">Home</a> <a href="/b">B</a></div>'
@@ -33,10 +39,7 @@ def article(site: str, number: int, extra: str = "", layout: str = "article") ->
         + f"</{layout}>{extra}"
         + '<div id="extras-2024"><p>Copyright and contact lines of the site.</p></div>'
     )
-    raw = RawPage(url=f"https://www.{site}/{layout}/{number}", html=f"<html><body>{body}".encode())
-    page = simplify_page(raw, PipelineSettings())
-    assert isinstance(page, SimplifiedPage)
-    return page
+    return simplified(f"https://www.{site}/{layout}/{number}", f"<html><body>{body}")
 
 
 class Teacher:
@@ -222,12 +225,7 @@ def columns_page(number: int, columns: dict[str, int]) -> SimplifiedPage:
         f'<div class="page">{sections}<div class="meta"><p>Copyright and contact lines of '
         f"the site, page {number}.</p></div></div>"
     )
-    raw = RawPage(
-        url=f"https://www.example.com/cards/{number}", html=f"<html><body>{body}".encode()
-    )
-    page = simplify_page(raw, PipelineSettings())
-    assert isinstance(page, SimplifiedPage)
-    return page
+    return simplified(f"https://www.example.com/cards/{number}", f"<html><body>{body}")
 
 
 class ColumnTeacher(Teacher):
@@ -299,12 +297,7 @@ def mixed_page(number: int, blocks: int, heading: str) -> SimplifiedPage:
         f"<p>Paragraph {i} of reference page {number}, with enough ordinary words.</p>"
         for i in range(blocks)
     )
-    raw = RawPage(
-        url=f"https://docs.example.org/p{number}.html", html=f"<html><body>{body}</div>".encode()
-    )
-    page = simplify_page(raw, PipelineSettings())
-    assert isinstance(page, SimplifiedPage)
-    return page
+    return simplified(f"https://docs.example.org/p{number}.html", f"<html><body>{body}</div>")
 
 
 class ContentTeacher(Teacher):
@@ -367,10 +360,7 @@ def sections_page(number: int, sections: list[str], layout_id: str = "content") 
         f'<p><a href="/a{number}">ALTER THING</a>, <a href="/b{number}">DROP THING</a></p></div>'
     )
     html = f'<html><body><div id="{layout_id}">{body}{see_also}</div>'
-    raw = RawPage(url=f"https://docs.example.org/cmd{number}.html", html=html.encode())
-    page = simplify_page(raw, PipelineSettings())
-    assert isinstance(page, SimplifiedPage)
-    return page
+    return simplified(f"https://docs.example.org/cmd{number}.html", html)
 
 
 def test_ids_that_name_one_pages_element_do_not_split_a_layout() -> None:
