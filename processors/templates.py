@@ -50,7 +50,7 @@ site's next pages without the teacher.
   heading in the same place main); a template that asked every block for a 0.9 majority
   would never serve those pages, and one verified on pages it could not have served
   would measure what it does not claim. (Measured on two documentation sites, against the
-  former rule, a 0.9 majority per block and verification on every teacher page: 224
+  former rule, a 0.9 majority per block and verification on every teacher page: 231
   pages served instead of 115, with higher agreement; BENCHMARKS.md.)
 - **Shadow checks**: a share of served pages (``shadow_rate``, chosen by a hash of the
   page id, so reruns choose the same pages) still goes to the teacher; a disagreement
@@ -276,12 +276,12 @@ class Cluster:
         """The labels the template would give the page, or None and why not (a
         ``NOT_SERVED`` key): a block without a vote, or less agreement with the teacher
         to expect than ``agreement``. Verification is the caller's."""
-        votes = [self.vote(block, settings) for block in keys]
-        if not votes or any(vote is None for vote in votes):
+        votes = [vote for block in keys if (vote := self.vote(block, settings)) is not None]
+        if not votes or len(votes) < len(keys):
             return None, "unknown_blocks"
-        if sum(share for _, share in votes) < settings.agreement * len(votes):  # type: ignore[misc]
+        if sum(share for _, share in votes) < settings.agreement * len(votes):
             return None, "mixed_labels"
-        return [label for label, _ in votes], ""  # type: ignore[misc]
+        return [label for label, _ in votes], ""
 
     def verified(self, settings: TemplateSettings) -> bool:
         return (
