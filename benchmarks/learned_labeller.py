@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/learned_labeller.py labels  [--data DIR]   # derivation check
     .venv/bin/python benchmarks/learned_labeller.py cv      [--data DIR] [--train MODEL]
     .venv/bin/python benchmarks/learned_labeller.py speed   [--data DIR] [--repeat N]
+                                                  [--file NAME --every N]
     .venv/bin/python benchmarks/learned_labeller.py stages  [--data DIR] [--repeat N]
 
 * ``labels``: agreement of the gold-derived block labels with WebMainBench's cc-select
@@ -13,7 +14,8 @@
   rs-trafilatura on the same pages; with ``--train`` it then trains on everything and
   writes the model file with the calibration fitted on the out-of-fold pages;
 * ``speed``: the whole CPU path (decode, simplify, token count, learned labels,
-  reconstruction or fallback, the second opinion) on one pinned core over articles_dev,
+  reconstruction or fallback, the second opinion) on one pinned core over articles_dev
+  (or every ``--every``-th page of ``--file``),
   the same path without the second opinion, and trafilatura on the same pages, all in the
   same run;
 * ``stages``: where the time of that path (without the second opinion) goes, each step
@@ -154,9 +156,9 @@ def cv_run(data: Path, out: Path, seed: int, model: str | None) -> dict:
     return result
 
 
-def speed_run(data: Path, out: Path, repeat: int, model: str | None) -> dict:
+def speed_run(data: Path, out: Path, repeat: int, model: str | None, file: str, every: int) -> dict:
     """The path with the second opinion (the default), without it, and trafilatura, on the
-    same pages in the same run."""
+    same pages (every ``every``-th page of ``file``) in the same run."""
     from processors.fallback import fallback_markdown
     from processors.labellers.learned import LearnedLabeller
     from processors.pipeline import PipelineSettings, extract_pages
@@ -164,7 +166,7 @@ def speed_run(data: Path, out: Path, repeat: int, model: str | None) -> dict:
     from processors.tokens import TokenBudget
 
     os.sched_setaffinity(0, {0})
-    rows = load_rows(data / "articles_dev.jsonl")
+    rows = load_rows(data / file)[::every]
     raws = [raw_page_from_row(row) for row in rows]
     with_second = LearnedLabeller(model)
     without = LearnedLabeller(model, second_opinion=False)
@@ -186,7 +188,7 @@ def speed_run(data: Path, out: Path, repeat: int, model: str | None) -> dict:
             routes[key] = routes.get(key, 0) + 1
         return rate, routes
 
-    result: dict = {"pages": len(raws), "repeat": repeat, "runs": []}
+    result: dict = {"file": file, "pages": len(raws), "repeat": repeat, "runs": []}
     for _ in range(repeat):
         ours, routes = path(with_second)
         ours_alone, _ = path(without)
@@ -211,14 +213,14 @@ def speed_run(data: Path, out: Path, repeat: int, model: str | None) -> dict:
         f"{result['median_learned'] / result['median_trafilatura']:.2f}x / "
         f"{result['median_learned_alone'] / result['median_trafilatura']:.2f}x"
     )
-    (out / "speed.json").write_text(json.dumps(result, indent=1))
+    (out / f"speed-{file_key(file)}.json").write_text(json.dumps(result, indent=1))
     return result
 
 
 def stages_run(data: Path, out: Path, repeat: int, model: str | None) -> dict[str, float]:
     from selectolax.lexbor import LexborHTMLParser
 
-    from processors.features import page_features
+    from processors.features import block_features
     from processors.labellers.learned import LearnedModel
     from processors.language import detect_language
     from processors.pipeline import PipelineSettings, decoded_page
@@ -244,12 +246,12 @@ def stages_run(data: Path, out: Path, repeat: int, model: str | None) -> dict[st
         timed("pre-parse check (in simplify)", check_markup, texts)
         timed("HTML parse (in simplify)", LexborHTMLParser, texts)
         documents = timed("simplify, all of it", simplify, texts)
-        matrices = timed(
+        features = timed(
             "features",
-            lambda d: page_features(d.simplified_html, d.mapping_blocks, d.title, d.hints),
+            lambda d: block_features(d.simplified_html, d.mapping_blocks, d.title, d.hints),
             documents,
         )
-        probabilities = timed("prediction", learned.predict, matrices)
+        probabilities = timed("prediction, both passes", learned.predict, features)
         pages = [
             (d.mapping_blocks, [MAIN if q >= learned.threshold else OTHER for q in p], raw.url)
             for d, p, raw in zip(documents, probabilities, raws, strict=True)
@@ -270,6 +272,8 @@ def main() -> None:
     parser.add_argument("--train", metavar="MODEL", help="cv: then train and write MODEL")
     parser.add_argument("--model", help="speed: model file (default: the shipped one)")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--file", default="articles_dev.jsonl", help="speed: the pages")
+    parser.add_argument("--every", type=int, default=1, help="speed: every N-th page of --file")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -279,7 +283,7 @@ def main() -> None:
     elif args.what == "cv":
         cv_run(data, out, args.seed, args.train)
     elif args.what == "speed":
-        speed_run(data, out, args.repeat, args.model)
+        speed_run(data, out, args.repeat, args.model, args.file, args.every)
     else:
         stages_run(data, out, args.repeat, args.model)
 

@@ -48,6 +48,7 @@ $PY -c "import rs_trafilatura" 2>/dev/null || $PY -m pip install -q -e '.[bench]
 $PY benchmarks/learned_labeller.py labels --data "$DATA" --out "$OUT/learned"
 $PY benchmarks/learned_labeller.py cv --data "$DATA" --out "$OUT/learned"
 $PY benchmarks/learned_labeller.py speed --data "$DATA" --out "$OUT/learned" --repeat 3
+$PY benchmarks/learned_labeller.py speed --data "$DATA" --out "$OUT/learned" --repeat 3 --file wcxb_dev.jsonl.xz --every 5
 $PY benchmarks/learned_labeller.py stages --data "$DATA" --out "$OUT/learned" --repeat 3
 $PY benchmarks/label_rules.py cache --data "$DATA" --out "$OUT/learned"
 $PY benchmarks/label_rules.py rules --data "$DATA" --out "$OUT/learned" > "$OUT/learned/rules.jsonl"

@@ -32,6 +32,11 @@ Feature groups (``FEATURE_NAMES`` lists them in column order):
   page title; what the page declares it is (``og:type``, JSON-LD ``@type``:
   :mod:`processors.page_hints`), one column per hint.
 
+The context pass (``context_features``, ``CONTEXT_NAMES``): a second model reads these
+columns plus what the first model thought of the block's surroundings (its neighbours'
+main probabilities, window and container means, the page's share of main text), so a
+block's label can follow the region it sits in.
+
 No feature names a site, a URL or a string from the training data: the only words used are
 the generic class/id vocabularies below, and class/id tokens are hashed.
 """
@@ -41,13 +46,14 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from processors.page_hints import HINTS
 
-FEATURE_VERSION = 2
+FEATURE_VERSION = 3  # 3: the context pass (model files carry its booster)
 _HINT_SET = frozenset(HINTS)
 
 _TAG_LIST = (
@@ -246,6 +252,15 @@ _LINK_JOINED = re.compile(r"<a\b[^>\x00]*>[^\x00]*?</a>", re.IGNORECASE)
 _TAG_JOINED = re.compile(r"<[^>\x00]*>")
 
 
+class PageFeatures(NamedTuple):
+    """A page's feature matrix and where each block sits: the index of its parent and
+    grandparent container (-1: none), which the context pass averages over."""
+
+    matrix: np.ndarray
+    parent: np.ndarray
+    grandparent: np.ndarray
+
+
 def page_features(
     simplified_html: str,
     mapping_blocks: Sequence[str],
@@ -254,10 +269,20 @@ def page_features(
 ) -> np.ndarray:
     """Feature matrix of one page: one row per block, ``N_FEATURES`` float32 columns;
     ``hints`` are the page's ``processors.page_hints`` names."""
+    return block_features(simplified_html, mapping_blocks, title, hints).matrix
+
+
+def block_features(
+    simplified_html: str,
+    mapping_blocks: Sequence[str],
+    title: str = "",
+    hints: Sequence[str] = (),
+) -> PageFeatures:
+    """``page_features`` with each block's parent and grandparent container."""
     n = len(mapping_blocks)
     X = np.zeros((n, N_FEATURES), dtype=np.float32)
     if n == 0:
-        return X
+        return PageFeatures(X, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     tree = LexborHTMLParser(simplified_html)
     root = tree.body or tree.root
     raw_containers, found = _walk(root) if root is not None else ([], {})
@@ -398,35 +423,25 @@ def page_features(
     if best >= 0:
         for c in range(best, n_cont):
             under_best[c] = c == best or (c_parent[c] >= 0 and under_best[c_parent[c]])
-    parent_blocks = np.zeros(n)
-    parent_text = np.zeros(n)
-    parent_link = np.ones(n)
-    grand_blocks = np.zeros(n)
-    grand_text = np.zeros(n)
-    grand_link = np.ones(n)
-    in_best = np.zeros(n)
-    best_delta = np.zeros(n)
     same_tag: dict[tuple[int, int], int] = {}
     parent_tag_keys = list(zip(parent_list, tag_list, strict=True))
     for key in parent_tag_keys:
         same_tag[key] = same_tag.get(key, 0) + 1
     same_tag_siblings = np.array([same_tag[key] for key in parent_tag_keys])
-    for i, p in enumerate(parent_list):
-        if p < 0:
-            continue
-        parent_blocks[i] = sub_blocks[p]
-        parent_text[i] = sub_text[p]
-        if sub_text[p]:
-            parent_link[i] = sub_link[p] / sub_text[p]
-        gp = c_parent[p]
-        if gp >= 0:
-            grand_blocks[i] = sub_blocks[gp]
-            grand_text[i] = sub_text[gp]
-            if sub_text[gp]:
-                grand_link[i] = sub_link[gp] / sub_text[gp]
-        if under_best[p]:
-            in_best[i] = 1.0
-            best_delta[i] = c_depth[p] - c_depth[best] + 1
+    # per container (and a last "none" row): its subtree's blocks, text, link share
+    c_blocks = np.array([*sub_blocks, 0.0])
+    c_text = np.array([*sub_text, 0.0])
+    c_link_share = np.divide(
+        np.array([*sub_link, 0.0]), c_text, out=np.ones(n_cont + 1), where=c_text > 0
+    )
+    grandparents = np.array([*c_parent, -1], dtype=np.int64)[gather]
+    grand_gather = np.where(grandparents >= 0, grandparents, n_cont)
+    parent_blocks, grand_blocks = c_blocks[gather], c_blocks[grand_gather]
+    parent_text, grand_text = c_text[gather], c_text[grand_gather]
+    parent_link, grand_link = c_link_share[gather], c_link_share[grand_gather]
+    in_best = np.array([*under_best, False])[gather].astype(float)
+    best_depth = c_depth[best] if best >= 0 else 0
+    best_delta = np.where(in_best > 0, np.array([*c_depth, 0])[gather] - best_depth + 1, 0)
 
     # -- columns ------------------------------------------------------------------------
     index = np.arange(n)
@@ -508,4 +523,90 @@ def page_features(
         columns[f"win{size}_log_text"] = np.log1p(window_text)
     for name, values in columns.items():
         X[:, col[name]] = values
-    return X
+    return PageFeatures(X, parents, grandparents)
+
+
+# -- the context pass: what the first pass thought of the block's surroundings ----------
+
+CONTEXT_NAMES = (
+    "first_p",
+    "first_prev",
+    "first_prev2",
+    "first_next",
+    "first_next2",
+    "first_win3",
+    "first_win7",
+    "first_win15",
+    "first_max_prev5",
+    "first_max_next5",
+    "first_between",
+    "first_parent",
+    "first_grandparent",
+    "first_page_mean",
+    "first_page_max",
+    "first_page_main_share",
+    "first_rank",
+    "first_minus_page",
+)
+_LOG_TEXT = _COL["log_text"]
+_REACH = 5  # blocks before / after whose largest first-pass probability is a column
+
+
+def _container_mean(keys: np.ndarray, p: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Per block, the text-weighted mean of ``p`` over the blocks that share its container
+    (its own ``p`` where it has none)."""
+    out = p.copy()
+    inside = keys >= 0
+    if inside.any():
+        k = keys[inside]
+        total = np.bincount(k, weights=(p * w)[inside])
+        weight = np.bincount(k, weights=w[inside])
+        out[inside] = total[k] / np.maximum(weight[k], 1e-9)
+    return out
+
+
+def context_features(p: np.ndarray, features: PageFeatures) -> np.ndarray:
+    """The context pass's extra columns (``CONTEXT_NAMES``) of one page, from the first
+    pass's main probability ``p`` of every block: the block's own, its neighbours' (one
+    and two away; the largest within five before and after, and the smaller of those two:
+    a block between main blocks), text-weighted means over windows of 3, 7 and 15 blocks
+    and over the blocks of its parent and grandparent container, the page's mean, maximum
+    and main text share, and the block's rank on the page."""
+    n = len(p)
+    if n == 0:
+        return np.zeros((0, len(CONTEXT_NAMES)), dtype=np.float32)
+    w = np.expm1(features.matrix[:, _LOG_TEXT].astype(float)) + 1.0
+    padded = np.concatenate((np.zeros(_REACH), p, np.zeros(_REACH + 1)))
+    # the largest p over each run of _REACH blocks: before block i starts at i, after at i+6
+    reach = np.lib.stride_tricks.sliding_window_view(padded, _REACH).max(axis=1)
+    max_before, max_after = reach[:n], reach[_REACH + 1 : n + _REACH + 1]
+    cum_pw = np.concatenate(([0.0], np.cumsum(p * w)))
+    cum_w = np.concatenate(([0.0], np.cumsum(w)))
+    index = np.arange(n)
+    windows = []
+    for size in (3, 7, 15):
+        low = np.maximum(index - size // 2, 0)
+        high = np.minimum(index + size // 2 + 1, n)
+        windows.append((cum_pw[high] - cum_pw[low]) / (cum_w[high] - cum_w[low]))
+    rank = np.empty(n)
+    rank[np.argsort(p, kind="stable")] = index / max(n - 1, 1)
+    mean = float(np.dot(p, w) / w.sum())
+    columns = (
+        p,
+        padded[_REACH - 1 : n + _REACH - 1],
+        padded[_REACH - 2 : n + _REACH - 2],
+        padded[_REACH + 1 : n + _REACH + 1],
+        padded[_REACH + 2 : n + _REACH + 2],
+        *windows,
+        max_before,
+        max_after,
+        np.minimum(max_before, max_after),
+        _container_mean(features.parent, p, w),
+        _container_mean(features.grandparent, p, w),
+        np.full(n, mean),
+        np.full(n, float(p.max())),
+        np.full(n, float(w[p >= 0.5].sum() / w.sum())),
+        rank,
+        p - mean,
+    )
+    return np.column_stack(columns).astype(np.float32)

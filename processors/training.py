@@ -12,11 +12,14 @@ Groups: a page's group is its site (WCXB ``meta.domain``, otherwise the URL's ho
 other files that share a group with it are dropped too, so no score comes from a site the
 model saw.
 
-Model: LightGBM binary classifier (``PARAMS``: 150 trees, 31 leaves, learning rate 0.1,
-row and feature subsampling 0.8, fixed ``seed``, deterministic, row-wise histograms, 2
-threads), tag codes as categorical features, each block weighted by 1 + log(1 + visible
-characters) (words decide the scores, not block counts). Reproducible: same data, same
-seed -> the same model file.
+Model: two LightGBM binary classifiers (``PARAMS``: 50 trees in the first pass, 80 in the
+context pass, 31 leaves, learning rate 0.1, row and feature subsampling 0.8, fixed
+``seed``, deterministic, row-wise histograms, 2 threads), tag codes as categorical
+features, each block weighted by 1 + log(1 + visible characters) (words decide the
+scores, not block counts): the first on the block features, the context booster on those
+plus the context pass's columns (``features.context_features``) computed from first-pass
+probabilities of pages that pass did not train on (``fit_model``: 3 folds by site).
+Reproducible: same data, same seed -> the same model file.
 
 ``train(data_dir, model_path, seed)`` trains on every page and writes the model file with
 its threshold and the confidence calibration fitted on the cross-validation's out-of-fold
@@ -42,12 +45,20 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from processors.errors import PageError
-from processors.features import CATEGORICAL, FEATURE_NAMES, page_features
+from processors.features import (
+    CATEGORICAL,
+    CONTEXT_NAMES,
+    FEATURE_NAMES,
+    PageFeatures,
+    block_features,
+    context_features,
+)
 from processors.labellers.booster import Booster
 from processors.labellers.learned import (
     LearnedLabeller,
     LearnedModel,
     SecondOpinion,
+    main_share,
     raw_confidence,
 )
 from processors.labels import derive_page
@@ -81,7 +92,9 @@ PARAMS: dict[str, Any] = {
     "num_threads": 2,
     "verbose": -1,
 }
-NUM_TREES = 150
+NUM_TREES = 50  # the first pass
+CONTEXT_TREES = 80  # the context pass
+CONTEXT_FOLDS = 3  # folds by site for the first-pass probabilities the context pass learns on
 THRESHOLD = 0.5
 # CPU labellers read no prompt: their budget is a block cap, as in the CLI and the stream.
 EVAL_SETTINGS = PipelineSettings(budget=TokenBudget.cpu())
@@ -123,6 +136,11 @@ class PageData:
     X: np.ndarray
     y: np.ndarray
     weight: np.ndarray
+    parent: np.ndarray
+    grandparent: np.ndarray
+
+    def features(self) -> PageFeatures:
+        return PageFeatures(self.X, self.parent, self.grandparent)
 
 
 def prepare_pages(
@@ -137,19 +155,31 @@ def prepare_pages(
         except PageError:
             record = None
         if record is None:
-            X = np.zeros((0, len(FEATURE_NAMES)), dtype=np.float32)
+            features = block_features("", [])
             y = np.zeros(0)
         else:
-            X = page_features(
+            features = block_features(
                 record["simplified_html"],
                 record["mapping_blocks"],
                 record["title"],
                 record["hints"],
             )
             y = np.array([label == MAIN for label in record["labels"]], dtype=float)
+        X = features.matrix
         weight = 1.0 + X[:, FEATURE_NAMES.index("log_text")]
         pages.append(
-            PageData(file, str(row.get("id")), page_group(row), page_type(row), row, X, y, weight)
+            PageData(
+                file,
+                str(row.get("id")),
+                page_group(row),
+                page_type(row),
+                row,
+                X,
+                y,
+                weight,
+                features.parent,
+                features.grandparent,
+            )
         )
         if progress is not None:
             progress(1)
@@ -165,24 +195,60 @@ def load_pages(
     return pages
 
 
-def fit(pages: Sequence[PageData], seed: int = 0, num_trees: int = NUM_TREES) -> Booster:
-    """A LightGBM booster trained on the blocks of ``pages``."""
+def fit(
+    pages: Sequence[PageData],
+    seed: int = 0,
+    num_trees: int = NUM_TREES,
+    context: dict[int, np.ndarray] | None = None,
+) -> Booster:
+    """A LightGBM booster trained on the blocks of ``pages``; with ``context`` (the context
+    pass's columns by ``id(page)``), the context booster, on the block features plus them."""
     import lightgbm
 
     pages = [page for page in pages if len(page.y)]
-    X = np.concatenate([page.X for page in pages])
+    names = list(FEATURE_NAMES)
+    if context is None:
+        X = np.concatenate([page.X for page in pages])
+    else:
+        X = np.concatenate([np.hstack((page.X, context[id(page)])) for page in pages])
+        names += CONTEXT_NAMES
     y = np.concatenate([page.y for page in pages])
     weight = np.concatenate([page.weight for page in pages])
     dataset = lightgbm.Dataset(
         X,
         label=y,
         weight=weight,
-        feature_name=list(FEATURE_NAMES),
+        feature_name=names,
         categorical_feature=list(CATEGORICAL),
         free_raw_data=True,
     )
     params = {**PARAMS, "seed": seed}
     return Booster(lightgbm.train(params, dataset, num_boost_round=num_trees).model_to_string())
+
+
+def fit_model(
+    pages: Sequence[PageData],
+    seed: int = 0,
+    num_trees: int = NUM_TREES,
+    context_trees: int = CONTEXT_TREES,
+) -> LearnedModel:
+    """Both passes of the labeller, trained on ``pages``: the first booster on all of them;
+    the context booster on the first pass's probabilities of pages the first pass did not
+    see (``CONTEXT_FOLDS`` boosters, each trained on the other folds' sites), which is how
+    it meets the first pass's output at run time."""
+    pages = [page for page in pages if len(page.y)]
+    fold_of = group_folds([page.group for page in pages], CONTEXT_FOLDS, seed + 1)
+    context: dict[int, np.ndarray] = {}
+    for fold in range(CONTEXT_FOLDS):
+        first = fit([p for p, f in zip(pages, fold_of, strict=True) if f != fold], seed, num_trees)
+        for page, page_fold in zip(pages, fold_of, strict=True):
+            if page_fold == fold:
+                context[id(page)] = context_features(first.predict(page.X), page.features())
+    return LearnedModel(
+        fit(pages, seed, num_trees),
+        THRESHOLD,
+        context_booster=fit(pages, seed, context_trees, context),
+    )
 
 
 # -- isotonic calibration -------------------------------------------------------------
@@ -245,6 +311,7 @@ class PageResult:
     raw_confidence: float | None = None
     route: str | None = None  # learned: how the pipeline served the page
     words: int = 0  # of the extraction
+    main_share: float | None = None  # learned: share of the page's words labelled main
 
 
 def page_metric(markdown: str, gold: str, meta: dict | None, rouge: bool) -> float:
@@ -292,48 +359,56 @@ def evaluate_learned(
     for page, outcome in zip(pages, outcomes, strict=True):
         markdown = outcome.record.markdown if outcome.record else ""
         extractor = outcome.record.extractor if outcome.record else f"error:{outcome.reason}"
-        raw = None
+        raw = share = None
         if page.X.shape[0]:
-            raw = raw_confidence(model.predict(page.X), page.X)
+            probabilities = model.predict(page.features())
+            raw = raw_confidence(probabilities, page.X)
+            share = main_share(probabilities >= model.threshold, page.X)
         confidence = model.calibrate(raw) if raw is not None else None
         result = _score(page, "learned", markdown, rouge, confidence, raw)
         result.route = extractor
+        result.main_share = share
         results.append(result)
     return results
 
 
+BASELINES = ("trafilatura", "rs-trafilatura")
+
+
+def _baseline_markdown(name: str, html: str, url: str | None) -> str:
+    if name == "trafilatura":
+        from processors.errors import NothingSelected
+        from processors.fallback import fallback_markdown
+
+        try:
+            return fallback_markdown(html, url)
+        except NothingSelected:
+            return ""
+    import rs_trafilatura  # the bench extra
+
+    result = rs_trafilatura.extract(html, url=url, output_markdown=True)
+    return result.content_markdown or result.main_content or ""
+
+
 def baseline_results(
-    pages: Sequence[PageData], rouge: bool, cache_dir: str | Path | None = None
+    pages: Sequence[PageData],
+    rouge: bool,
+    cache_dir: str | Path | None = None,
+    extractors: Sequence[str] = BASELINES,
 ) -> list[PageResult]:
-    """trafilatura (the project's fallback settings) and rs-trafilatura on the same pages
-    (rs-trafilatura: Markdown output, defaults; cached per file in ``cache_dir``)."""
-    import rs_trafilatura
-
-    from processors.errors import NothingSelected
-    from processors.fallback import fallback_markdown
-
+    """trafilatura (the project's fallback settings) and rs-trafilatura (Markdown output,
+    defaults; the ``bench`` extra) on the same pages, cached per page in ``cache_dir``."""
     cache: dict[str, dict[str, str]] = {}
     cache_path = Path(cache_dir) / "baselines.json" if cache_dir else None
     if cache_path is not None and cache_path.exists():
         cache = json.loads(cache_path.read_text())
     results = []
     for page in pages:
-        key = f"{page.file}/{page.id}"
-        outputs = cache.get(key)
-        if outputs is None:
-            html, url = page.row["html"], page.row.get("url")
-            try:
-                traf = fallback_markdown(html, url)
-            except NothingSelected:
-                traf = ""
-            rs = rs_trafilatura.extract(html, url=url, output_markdown=True)
-            outputs = {
-                "trafilatura": traf,
-                "rs-trafilatura": rs.content_markdown or rs.main_content or "",
-            }
-            cache[key] = outputs
-        for name, markdown in outputs.items():
-            results.append(_score(page, name, markdown, rouge))
+        outputs = cache.setdefault(f"{page.file}/{page.id}", {})
+        for name in extractors:
+            if name not in outputs:
+                outputs[name] = _baseline_markdown(name, page.row["html"], page.row.get("url"))
+            results.append(_score(page, name, outputs[name], rouge))
     if cache_path is not None:
         cache_path.parent.mkdir(parents=True, exist_ok=True)
         cache_path.write_text(json.dumps(cache))
@@ -425,7 +500,7 @@ def cross_validate(
     seed: int = 0,
     folds: int = CV_FOLDS,
     pages: Sequence[PageData] | None = None,
-    baselines: bool = True,
+    baselines: Sequence[str] = BASELINES,
     cache_dir: str | Path | None = None,
     log: Callable[[str], None] | None = None,
     num_trees: int = NUM_TREES,
@@ -448,12 +523,11 @@ def cross_validate(
     for name, test in splits:
         training = _held_out_training(pages, test)
         t0 = time.perf_counter()
-        booster = fit(training, seed, num_trees)
-        model = LearnedModel(booster, THRESHOLD)
+        model = fit_model(training, seed, num_trees)
         rouge = not name.startswith("wcxb")
         report.results.extend(evaluate_learned(test, model, rouge))
         if baselines:
-            report.results.extend(baseline_results(test, rouge, cache_dir))
+            report.results.extend(baseline_results(test, rouge, cache_dir, baselines))
         log(
             f"{name}: trained on {len(training)} pages, tested on {len(test)} "
             f"({time.perf_counter() - t0:.0f} s)"
@@ -497,13 +571,13 @@ def _pairs(results: Sequence[PageResult]) -> list[tuple[PageResult, PageResult]]
         for r in results
         if r.extractor == "learned"
         and (r.route or "").startswith("dripper")
-        and r.raw_confidence is not None
+        and r.main_share is not None
         and (r.file, r.id) in fallback
     ]
 
 
 def _second_opinion_wins(learned: PageResult, fallback: PageResult, rule: SecondOpinion) -> bool:
-    ratio = rule.ratio(learned.raw_confidence or 0.0)
+    ratio = rule.ratio(learned.main_share or 0.0)
     return ratio is not None and fallback.words > 0 and fallback.words >= ratio * learned.words
 
 
@@ -531,16 +605,19 @@ def _rule_value(
     ``MIN_LEAD`` ahead of the fallback rank first, by their mean lead over the groups; the
     others after them, by their smallest lead (the weakest group first)."""
     leads = _group_leads(pairs, rule)
+    if not leads:  # no page to judge by (no fallback results): never ask
+        return (1, 0.0) if rule.share_below <= 0 else (0, 0.0)
     if min(leads) >= MIN_LEAD:
         return 1, sum(leads) / len(leads)
     return 0, min(leads)
 
 
-SECOND_OPINION_GRID = [
-    SecondOpinion(replace_below / 100, compare_below / 100, ratio)
-    for replace_below in range(60, 82, 2)
-    for compare_below in range(replace_below, 96, 3)
-    for ratio in (0.8, 1.0, 1.2, 1.5, 2.0)
+# Pages whose labels kept under a tenth of their words at most: where the labeller failed
+# rather than judged, and few enough that the second opinion costs little time.
+SECOND_OPINION_GRID = [SecondOpinion(0.0, 1.0)] + [  # the first: never ask
+    SecondOpinion(share_below, ratio)
+    for share_below in (0.02, 0.05, 0.1)
+    for ratio in (0.8, 1.0, 1.5, 2.0, 3.0)
 ]
 
 
@@ -618,7 +695,7 @@ def train(
     started = time.perf_counter()
     if pages is None:
         pages = load_pages(data_dir)
-    booster = fit(pages, seed, num_trees)
+    model = fit_model(pages, seed, num_trees)
     calibration = quality = rule = rule_check = None
     if cv is not None:
         calibration, quality = fit_calibration(cv.results, seed)
@@ -628,21 +705,17 @@ def train(
         counts[page.file] += 1
     blocks = sum(len(page.y) for page in pages)
     main = sum(float(page.y.sum()) for page in pages)
-    model = LearnedModel(
-        booster,
-        THRESHOLD,
-        calibration,
-        meta={
-            "seed": seed,
-            "trees": num_trees,
-            "params": PARAMS,
-            "trained_on": dict(counts),
-            "good_f1": GOOD_F1,
-            "calibration_quality": quality,
-            "second_opinion_check": rule_check,
-        },
-        second_opinion=rule,
-    )
+    model.calibration = calibration
+    model.second_opinion = rule
+    model.meta = {
+        "seed": seed,
+        "trees": num_trees,
+        "params": PARAMS,
+        "trained_on": dict(counts),
+        "good_f1": GOOD_F1,
+        "calibration_quality": quality,
+        "second_opinion_check": rule_check,
+    }
     model.save(model_path)
     return TrainReport(
         str(model_path),

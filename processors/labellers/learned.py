@@ -13,9 +13,15 @@ HistGradientBoosting would add scikit-learn (and SciPy) for no gain; a neural se
 model would need far more labelled pages than the dev files hold and would not reach the
 speed target on one core.
 
-Per page: features (:mod:`processors.features`, one parse of the simplified page), one
-prediction on the page's matrix (LightGBM's C library, :mod:`processors.labellers.booster`),
-block label main where p >= the model's threshold (chosen on cross-validation).
+Per page: features (:mod:`processors.features`, one parse of the simplified page), then two
+predictions on the page's matrix (LightGBM's C library, :mod:`processors.labellers.booster`):
+the first booster reads the block features alone; the context booster reads them plus what
+the first thought of the block's surroundings (``features.context_features``: neighbours,
+windows, the block's containers, the page), so a heading or a short paragraph inside the
+article follows the article and a card among rejected cards follows the cards. Block label
+main where the context booster's p >= the model's threshold (chosen on cross-validation).
+The context booster is trained on first-pass probabilities of pages the first booster did
+not see (``processors.training.fit_model``), as it meets them at run time.
 
 Confidence (``LabelOutcome.confidence``): the calibrated probability that the page's
 extraction is *good*, defined as WCXB word F1 >= 0.8 against the gold. Raw score: the
@@ -26,13 +32,14 @@ scoring a page never saw it, nor its domain), stored in the model file as a step
 function and applied with linear interpolation. A page with no block selected has
 confidence 0.
 
-Second opinion (``LabelOutcome.second_opinion``): on a page the model is unsure of, the
-fallback extractor (trafilatura) also runs, and its Markdown replaces ours when it holds at
-least ``second_opinion`` times our words (0: whenever it finds any). The rule, on the raw
-score, is stored in the model file (``SecondOpinion``: below ``replace_below`` the
-fallback's Markdown is preferred, below ``compare_below`` it must be ``longer_ratio`` times
-longer) and fitted by ``processors.training.fit_second_opinion`` on out-of-fold pages.
-``DRIPSTREAM_SECOND_OPINION=0`` turns it off (one fallback run fewer per unsure page).
+Second opinion (``LabelOutcome.second_opinion``): on a page where the labels kept only a
+small share of the page's words (under ``share_below``: an article whose blocks were all
+rejected but a heading, a product page reduced to its price), the fallback extractor
+(trafilatura) also runs, and its Markdown replaces ours when it holds at least
+``longer_ratio`` times our words. The rule (``SecondOpinion``) is stored in the model file
+and fitted by ``processors.training.fit_second_opinion`` on out-of-fold pages; on news
+articles it asks on almost no page, so it costs little time.
+``DRIPSTREAM_SECOND_OPINION=0`` turns it off.
 
 Routing: with ``min_confidence`` (argument, or the ``DRIPSTREAM_LEARNED_MIN_CONFIDENCE``
 environment variable) a page below it gets no labels but ``failure="low_confidence"``
@@ -52,7 +59,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from processors.features import FEATURE_NAMES, FEATURE_VERSION, page_features
+from processors.features import (
+    FEATURE_NAMES,
+    FEATURE_VERSION,
+    PageFeatures,
+    block_features,
+    context_features,
+)
 from processors.labellers.base import LabelOutcome
 from processors.labellers.booster import Booster
 from topics.records import MAIN, OTHER, SimplifiedPage
@@ -62,6 +75,7 @@ MODEL_RESOURCE = "learned_labeller.json"
 MIN_CONFIDENCE_ENV = "DRIPSTREAM_LEARNED_MIN_CONFIDENCE"
 SECOND_OPINION_ENV = "DRIPSTREAM_SECOND_OPINION"
 _LOG_TEXT = FEATURE_NAMES.index("log_text")
+_LOG_WORDS = FEATURE_NAMES.index("log_words")
 
 
 def default_model_path() -> Path:
@@ -72,17 +86,13 @@ def default_model_path() -> Path:
 class SecondOpinion(NamedTuple):
     """When the fallback extractor's Markdown may replace ours (see the module docstring)."""
 
-    replace_below: float
-    compare_below: float
+    share_below: float
     longer_ratio: float
 
-    def ratio(self, raw: float) -> float | None:
-        """The word ratio at which the fallback's Markdown wins, None: no second opinion."""
-        if raw < self.replace_below:
-            return 0.0
-        if raw < self.compare_below:
-            return self.longer_ratio
-        return None
+    def ratio(self, main_share: float) -> float | None:
+        """The word ratio at which the fallback's Markdown wins on a page whose labels kept
+        ``main_share`` of its words; None: no second opinion."""
+        return self.longer_ratio if main_share < self.share_below else None
 
 
 class LearnedModel:
@@ -95,8 +105,10 @@ class LearnedModel:
         calibration: dict[str, list[float]] | None = None,
         meta: dict[str, Any] | None = None,
         second_opinion: SecondOpinion | None = None,
+        context_booster: Booster | None = None,
     ) -> None:
         self.booster = booster
+        self.context_booster = context_booster
         self.threshold = threshold
         self.calibration = calibration
         self.meta = meta or {}
@@ -112,14 +124,15 @@ class LearnedModel:
             raise ValueError(
                 f"{path}: features v{document.get('feature_version')}, code v{FEATURE_VERSION}"
             )
-        booster = Booster(document["lightgbm"])
         rule = document.get("second_opinion")
+        context = document.get("lightgbm_context")
         return cls(
-            booster,
+            Booster(document["lightgbm"]),
             threshold=float(document["threshold"]),
             calibration=document.get("calibration"),
             meta=document.get("meta", {}),
             second_opinion=SecondOpinion(**rule) if rule else None,
+            context_booster=Booster(context) if context else None,
         )
 
     def save(self, path: str | Path) -> None:
@@ -132,16 +145,22 @@ class LearnedModel:
             "second_opinion": self.second_opinion._asdict() if self.second_opinion else None,
             "meta": self.meta,
             "lightgbm": self.booster.model,
+            "lightgbm_context": self.context_booster.model if self.context_booster else None,
         }
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w", encoding="utf-8") as file:
             json.dump(document, file)
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        """Main probability of every row."""
+    def predict(self, features: PageFeatures) -> np.ndarray:
+        """Main probability of every block of a page: the context booster's, over the first
+        booster's (the first's alone in a model without a context booster)."""
+        X = features.matrix
         if not len(X):
             return np.zeros(0)
-        return self.booster.predict(X)
+        first = self.booster.predict(X)
+        if self.context_booster is None:
+            return first
+        return self.context_booster.predict(np.hstack((X, context_features(first, features))))
 
     def calibrate(self, raw: float) -> float:
         if not self.calibration:
@@ -156,6 +175,13 @@ def raw_confidence(probabilities: np.ndarray, X: np.ndarray) -> float:
     weights = np.expm1(X[:, _LOG_TEXT]) + 1.0
     decided = np.maximum(probabilities, 1.0 - probabilities)
     return float(np.dot(weights, decided) / weights.sum())
+
+
+def main_share(main: np.ndarray, X: np.ndarray) -> float:
+    """Share of the page's words in the blocks labelled main (``main``: a mask)."""
+    words = np.expm1(X[:, _LOG_WORDS].astype(float))
+    total = float(words.sum())
+    return float(words[main].sum()) / total if total > 0 else 0.0
 
 
 class LearnedLabeller:
@@ -176,20 +202,20 @@ class LearnedLabeller:
         self.second_opinion = self.model.second_opinion if second_opinion else None
 
     def label_one(self, page: SimplifiedPage) -> tuple[list[str], float, float]:
-        """(labels, calibrated confidence, raw confidence) of one page."""
-        X = page_features(page.simplified_html, page.mapping_blocks, page.title, page.hints)
-        probabilities = self.model.predict(X)
+        """(labels, calibrated confidence, share of the words labelled main) of one page."""
+        features = block_features(page.simplified_html, page.mapping_blocks, page.title, page.hints)
+        probabilities = self.model.predict(features)
         main = probabilities >= self.model.threshold
         labels = [MAIN if flag else OTHER for flag in main.tolist()]
-        raw = raw_confidence(probabilities, X)
+        raw = raw_confidence(probabilities, features.matrix)
         confidence = self.model.calibrate(raw) if main.any() else 0.0
-        return labels, confidence, raw
+        return labels, confidence, main_share(main, features.matrix)
 
     def label(self, pages: Sequence[SimplifiedPage]) -> list[LabelOutcome]:
         outcomes = []
         for page in pages:
             started = time.perf_counter()
-            labels, confidence, raw = self.label_one(page)
+            labels, confidence, share = self.label_one(page)
             latency = (time.perf_counter() - started) * 1000
             if self.min_confidence is not None and confidence < self.min_confidence:
                 outcomes.append(
@@ -198,7 +224,7 @@ class LearnedLabeller:
                     )
                 )
             else:
-                second = self.second_opinion.ratio(raw) if self.second_opinion else None
+                second = self.second_opinion.ratio(share) if self.second_opinion else None
                 outcomes.append(
                     LabelOutcome(
                         labels, latency_ms=latency, confidence=confidence, second_opinion=second

@@ -242,7 +242,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     pages = load_pages(args.data)
     cv = None
     if not args.no_calibration:
-        cv = cross_validate(args.data, seed=args.seed, pages=pages, baselines=False)
+        # trafilatura on every page: the second-opinion rule is fitted against it
+        cv = cross_validate(args.data, seed=args.seed, pages=pages, baselines=("trafilatura",))
         print(json.dumps(cv.table("word_f1"), indent=1), file=sys.stderr)
     report = train(args.data, args.model, args.seed, cv=cv, pages=pages)
     print(json.dumps(dataclasses.asdict(report), default=str, indent=1))

@@ -8,7 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from processors.features import FEATURE_NAMES, N_FEATURES, page_features
+from processors.features import (
+    CONTEXT_NAMES,
+    FEATURE_NAMES,
+    N_FEATURES,
+    PageFeatures,
+    block_features,
+    context_features,
+    page_features,
+)
 from processors.labellers.base import Labeller
 from processors.labellers.learned import (
     LearnedLabeller,
@@ -18,7 +26,7 @@ from processors.labellers.learned import (
 from processors.labellers.registry import build_labeller
 from processors.pipeline import PipelineSettings, extract_pages, simplify_page
 from processors.sources import raw_page_from_row
-from processors.training import group_folds, isotonic
+from processors.training import fit_model, group_folds, isotonic, load_rows, prepare_pages
 from topics.records import MAIN, OTHER, SimplifiedPage
 
 SETTINGS = PipelineSettings()
@@ -55,6 +63,7 @@ def test_the_model_file_ships_in_the_package_and_is_small() -> None:
     assert path.stat().st_size <= 10 * 2**20
     document = json.loads(path.read_text())
     assert document["feature_names"] == list(FEATURE_NAMES)
+    assert document["lightgbm"] and document["lightgbm_context"]  # both passes
     assert 0 < document["threshold"] < 1
     assert document["calibration"]["x"] == sorted(document["calibration"]["x"])
 
@@ -132,3 +141,52 @@ def test_folds_never_split_a_site() -> None:
 def test_labels_are_main_or_other(labeller: LearnedLabeller, page: SimplifiedPage) -> None:
     (outcome,) = labeller.label([page])
     assert set(outcome.labels) <= {MAIN, OTHER}
+
+
+def _context_of(p: list[float], parent: list[int], grandparent: list[int]) -> dict[str, np.ndarray]:
+    X = np.zeros((len(p), N_FEATURES), dtype=np.float32)
+    X[:, FEATURE_NAMES.index("log_text")] = np.log1p(9.0)  # every block 10 characters
+    features = PageFeatures(X, np.array(parent), np.array(grandparent))
+    columns = context_features(np.array(p), features)
+    assert columns.shape == (len(p), len(CONTEXT_NAMES)) and np.isfinite(columns).all()
+    return {name: columns[:, i] for i, name in enumerate(CONTEXT_NAMES)}
+
+
+def test_the_context_pass_sees_the_first_pass_on_the_neighbours_and_containers() -> None:
+    c = _context_of([1.0, 0.0, 1.0, 0.0, 0.0], [0, 0, 0, 1, -1], [2, 2, 2, 2, -1])
+    assert c["first_prev"].tolist() == [0.0, 1.0, 0.0, 1.0, 0.0]
+    assert c["first_next"].tolist() == [0.0, 1.0, 0.0, 0.0, 0.0]
+    assert c["first_between"][1] == 1.0 and c["first_between"][3] == 0.0  # inside a region
+    assert c["first_parent"][:3] == pytest.approx([2 / 3] * 3)  # blocks 0-2 share container 0
+    assert c["first_parent"][3] == 0.0 and c["first_parent"][4] == 0.0  # alone: its own
+    assert c["first_grandparent"][:4] == pytest.approx([0.5] * 4)
+    assert c["first_page_main_share"][0] == pytest.approx(0.4)
+    assert c["first_win3"][1] == pytest.approx(2 / 3)
+
+
+def test_block_features_place_each_block_under_its_containers(page: SimplifiedPage) -> None:
+    features = block_features(page.simplified_html, page.mapping_blocks, page.title)
+    assert np.array_equal(
+        features.matrix, page_features(page.simplified_html, page.mapping_blocks, page.title)
+    )
+    assert len(features.parent) == len(features.grandparent) == page.block_count
+    assert (features.parent >= 0).any() and (features.grandparent <= features.parent.max()).all()
+
+
+def test_training_both_passes_is_reproducible(data_dir: Path) -> None:
+    pages = prepare_pages(load_rows(data_dir / "articles_dev.jsonl")[:24], "articles_dev")
+    first, again = fit_model(pages, seed=3, num_trees=5), fit_model(pages, seed=3, num_trees=5)
+    assert first.booster.model == again.booster.model
+    assert first.context_booster is not None and again.context_booster is not None
+    assert first.context_booster.model == again.context_booster.model
+    names = next(
+        line
+        for line in first.context_booster.model.splitlines()
+        if line.startswith("feature_names=")
+    )
+    assert names.split("=", 1)[1].split() == [*FEATURE_NAMES, *CONTEXT_NAMES]
+    probabilities = first.predict(pages[0].features())
+    assert (
+        probabilities.shape == (len(pages[0].y),)
+        and ((probabilities >= 0) & (probabilities <= 1)).all()
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import lzma
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,40 @@ def test_eval_with_an_unknown_profile_is_one_error_line(tmp_path: Path, capsys) 
     data.write_text("")
     assert main(["eval", str(data), "--profile", "no-such-profile"]) == 2
     assert "no model profile" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_train_writes_a_model_with_both_passes_and_a_fitted_rule(
+    tmp_path: Path, data_dir: Path, capsys
+) -> None:
+    """``dripstream train`` on a small copy of the dev files: the grouped CV (with
+    trafilatura on every page, which the second-opinion rule is fitted against), then the
+    model file, which the learned labeller loads."""
+    from processors.labellers.learned import LearnedLabeller, LearnedModel
+    from processors.training import TRAIN_FILES, load_rows
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in TRAIN_FILES:  # 12 pages spread over each file, under the files' own names
+        rows = load_rows(data_dir / name)
+        lines = "".join(json.dumps(row) + "\n" for row in rows[:: len(rows) // 12][:12])
+        packed = lzma.compress(lines.encode()) if name.endswith(".xz") else lines.encode()
+        (data / name).write_bytes(packed)
+    model = tmp_path / "model.json"
+    assert main(["train", "--data", str(data), "--model", str(model)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["pages"] == {"wcxb_dev": 12, "articles_dev": 12, "publishers_dev": 12}
+    loaded = LearnedModel.load(model)
+    assert loaded.context_booster is not None and loaded.calibration is not None
+    assert loaded.second_opinion is not None  # fitted (the "never" rule is a choice too)
+    [outcome] = LearnedLabeller(loaded).label([_simplified(ARTICLE)])
+    assert outcome.ok
+
+
+def _simplified(html: str):
+    from processors.pipeline import PipelineSettings, simplify_page
+    from processors.sources import raw_page_from_row
+
+    return simplify_page(
+        raw_page_from_row({"url": "https://rail.example/n/2", "html": html}), PipelineSettings()
+    )
