@@ -15,9 +15,9 @@
   writes the model file with the calibration fitted on the out-of-fold pages;
 * ``speed``: the whole CPU path (decode, simplify, token count, learned labels,
   reconstruction or fallback, the second opinion) on one pinned core over articles_dev
-  (or every ``--every``-th page of ``--file``),
-  the same path without the second opinion, and trafilatura on the same pages, all in the
-  same run;
+  (or every ``--every``-th page of ``--file``), the same path without the second opinion
+  and trafilatura on the same pages, all in the same run (their order rotated from one
+  repeat to the next), and the median of the repeats;
 * ``stages``: where the time of that path (without the second opinion) goes, each step
   timed alone over the same pages on one pinned core: ms a page (the last of ``--repeat``
   passes; the pipeline's own bookkeeping is the rest of ``speed``'s time).
@@ -174,31 +174,39 @@ def speed_run(data: Path, out: Path, repeat: int, model: str | None, file: str, 
     extract_pages(raws[:2], with_second, settings)  # warm-up (imports, caches)
     fallback_markdown(rows[0]["html"], rows[0]["url"])
 
-    def path(labeller: LearnedLabeller) -> tuple[float, dict[str, int]]:
-        t0 = time.perf_counter()
-        outcomes = []
-        for raw in raws:  # one page at a time: a page's latency is the path's latency
-            outcomes.extend(extract_pages([raw], labeller, settings))
-        rate = len(raws) / (time.perf_counter() - t0)
-        routes: dict[str, int] = {}
-        for outcome in outcomes:
-            key = outcome.record.extractor if outcome.record else "error"
-            if outcome.record and outcome.record.timings_ms.get("second_opinion") is not None:
-                key += " (second opinion kept it)"
-            routes[key] = routes.get(key, 0) + 1
-        return rate, routes
+    def trafilatura(raw, row) -> None:
+        with contextlib.suppress(PageError):
+            fallback_markdown(raw.html.decode("utf-8"), row["url"])
 
+    steps = {
+        "learned": lambda raw, row: extract_pages([raw], with_second, settings),
+        "learned_alone": lambda raw, row: extract_pages([raw], without, settings),
+        "trafilatura": trafilatura,
+    }
     result: dict = {"file": file, "pages": len(raws), "repeat": repeat, "runs": []}
-    for _ in range(repeat):
-        ours, routes = path(with_second)
-        ours_alone, _ = path(without)
-        t0 = time.perf_counter()
-        for raw, row in zip(raws, rows, strict=True):
-            with contextlib.suppress(PageError):
-                fallback_markdown(raw.html.decode("utf-8"), row["url"])
-        theirs = len(raws) / (time.perf_counter() - t0)
-        run = {"learned": ours, "learned_alone": ours_alone, "trafilatura": theirs}
+    names = list(steps)
+    for repeat_index in range(repeat):
+        # Each over all the pages in turn (a page met again only after all the others, as
+        # in a crawl), the order rotated from one repeat to the next so that a drift of
+        # the machine's speed does not always fall on the same one.
+        seconds = dict.fromkeys(steps, 0.0)
+        routes: dict[str, int] = {}
+        shift = repeat_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            t0 = time.perf_counter()
+            outcomes = [steps[name](raw, row) for raw, row in zip(raws, rows, strict=True)]
+            seconds[name] = time.perf_counter() - t0
+            if name != "learned":
+                continue
+            for [outcome] in outcomes:
+                record = outcome.record
+                key = record.extractor if record else "error"
+                if record and record.timings_ms.get("second_opinion") is not None:
+                    key += " (second opinion kept it)"
+                routes[key] = routes.get(key, 0) + 1
+        run = {name: len(raws) / value for name, value in seconds.items()}
         result["runs"].append(run | {"routes": routes})
+        ours, ours_alone, theirs = run["learned"], run["learned_alone"], run["trafilatura"]
         print(
             f"whole CPU path, learned labeller: {ours:.1f} pages/s with the second opinion "
             f"(routes {routes}), {ours_alone:.1f} without; trafilatura {theirs:.1f} pages/s; "
@@ -206,12 +214,14 @@ def speed_run(data: Path, out: Path, repeat: int, model: str | None, file: str, 
         )
     for key in ("learned", "learned_alone", "trafilatura"):
         result[f"median_{key}"] = statistics.median(run[key] for run in result["runs"])
+    for key in ("learned", "learned_alone"):  # the ratio within each run, then the median
+        ratios = [run[key] / run["trafilatura"] for run in result["runs"]]
+        result[f"median_ratio_{key}"] = statistics.median(ratios)
     print(
         f"median of {repeat}: learned {result['median_learned']:.1f} pages/s (without the "
         f"second opinion {result['median_learned_alone']:.1f}), trafilatura "
-        f"{result['median_trafilatura']:.1f} pages/s, ratios "
-        f"{result['median_learned'] / result['median_trafilatura']:.2f}x / "
-        f"{result['median_learned_alone'] / result['median_trafilatura']:.2f}x"
+        f"{result['median_trafilatura']:.1f} pages/s; median ratio in a run "
+        f"{result['median_ratio_learned']:.2f}x / {result['median_ratio_learned_alone']:.2f}x"
     )
     (out / f"speed-{file_key(file)}.json").write_text(json.dumps(result, indent=1))
     return result

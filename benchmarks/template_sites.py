@@ -37,13 +37,7 @@ from template_cache import run_site
 from processors.labellers.registry import build_labeller
 from processors.pipeline import PipelineSettings, simplify_page
 from processors.sources import raw_page_from_row
-from processors.templates import (
-    BACKOFF_MARK,
-    NOT_SERVED,
-    TemplateCache,
-    TemplateSettings,
-    signature_of,
-)
+from processors.templates import BACKOFF_MARK, NOT_SERVED, TemplateCache, TemplateSettings
 from processors.tokens import TokenBudget
 from topics.records import SimplifiedPage
 
@@ -119,7 +113,7 @@ def why(rows: list[dict], teacher_name: str, top: int = 8) -> dict[str, object]:
             for keys in decision.keys:
                 vote = cluster.vote(keys, cache.settings)
                 if vote is None or vote[1] < cache.settings.agreement:
-                    unsure[signature_of(keys)] += 1
+                    unsure[keys[0]] += 1
         if outcome.labels is not None and (decision.labels is None or decision.shadow):
             cache.teach(decision, outcome.labels)
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])

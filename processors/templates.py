@@ -20,13 +20,6 @@ site's next pages without the teacher.
   name a state or a place in a row rather than a part of the layout (``odd``, ``even``,
   ``active``, ``open``, ``collapsed``, ``hidden``, ``is-*``, ``has-*``, ...) are dropped,
   so a zebra row or an expanded menu is the same block as its siblings.
-- **Text keys**: a short block (at most ``SHORT_TEXT`` characters: a heading, a label, a
-  "Read more") also counts under its signature plus its text, lower-cased
-  (``div.sect1>h2~text=see also``), and that key is asked first. A teacher that decides
-  such a block by what it says (a "See also" heading other, a "Synopsis" heading in the
-  same place main) labels each text of a place one way, and a site repeats those texts
-  from page to page: the template learns the texts where the place alone is mixed. A text
-  the site has not shown twice takes its place's vote.
 - **Back-off signatures** (``BACKOFF``): each block also counts under two shorter paths,
   most specific first: the block and its parent (``*>div.card>p``), then "any child of"
   its parent and grandparent (``*>ul.list>li.row>*``). They let a template label a block
@@ -64,10 +57,9 @@ site's next pages without the teacher.
   suspends the template until it re-verifies on fresh teacher pages.
 - **Bounded memory**: at most ``max_sites`` domains (least recently used evicted), at
   most ``max_clusters`` layouts per domain and ``max_signatures`` signatures per layout,
-  and as many back-off signatures and text keys (the least seen dropped). Back-off
-  signatures and text keys live in the same ``ClusterState.counts`` map as the signatures
-  (they start with ``*>``, or hold ``~text=``), so the state format is unchanged and an
-  older state loads as a template without them yet.
+  and as many back-off signatures (the least seen dropped). Back-off signatures live in
+  the same ``ClusterState.counts`` map as the signatures (they start with ``*>``), so the
+  state format is unchanged and an older state loads as a template without back-off yet.
 
 The cache is pure and synchronous; ``streams`` keeps it in a compacted Kafka topic
 (``SiteState`` records) so every label worker shares it and a restart keeps it.
@@ -75,7 +67,6 @@ The cache is pure and synchronous; ``streams`` keeps it in a compacted Kafka top
 
 from __future__ import annotations
 
-import json
 import re
 from collections import OrderedDict, deque
 from collections.abc import Sequence
@@ -97,8 +88,6 @@ BACKOFF = ((0, 2), (1, 2))
 BACKOFF_MARK = "*>"  # back-off signatures start with it (a CSS selector: any ancestors)
 LINKS_MARK = "~links"  # ends the signature of a block whose text is mostly link text
 LINKS_SHARE = 0.6
-TEXT_MARK = "~text="  # joins a short block's signature and its text in its text key
-SHORT_TEXT = 60  # characters: a block this short (a heading, a label) gets a text key
 _LAYOUT_ID = re.compile(r"^[a-z]+$")  # an id that names a region: content, sidebar, footer
 
 _DIGITS = re.compile(r"\d+")
@@ -180,17 +169,10 @@ def _mostly_links(block: LexborNode) -> bool:
     return text > 0 and sum(len(a.text(strip=True)) for a in block.css("a")) >= LINKS_SHARE * text
 
 
-def _text_key(signature: str, block: LexborNode) -> str | None:
-    """The key of a short block's signature and text (lower-cased, spaces collapsed)."""
-    text = " ".join(block.text(separator=" ").split()).lower()
-    return f"{signature}{TEXT_MARK}{text}" if 0 < len(text) <= SHORT_TEXT else None
-
-
 def block_keys(simplified_html: str) -> list[tuple[str, ...]]:
-    """Per block, in block order (``_item_id`` 1..n), its keys, most specific first: for a
-    short block its text key (``signature~text=see also``), its signature, then its
-    back-off signatures (``BACKOFF``; those longer than the path left out). ``*>div.a>p``
-    is a ``p`` in a ``div.a``; ``*>ul.b>li.c>*`` any child of ``ul.b>li.c``."""
+    """Per block, in block order (``_item_id`` 1..n): its signature, then its back-off
+    signatures (``BACKOFF``, most specific first; those longer than the path left out).
+    ``*>div.a>p`` is a ``p`` in a ``div.a``; ``*>ul.b>li.c>*`` any child of ``ul.b>li.c``."""
     tree = LexborHTMLParser(simplified_html)
     keys = []
     step_of: dict[int, str] = {}  # ancestors are shared by many blocks: one step each
@@ -212,20 +194,13 @@ def block_keys(simplified_html: str) -> list[tuple[str, ...]]:
             for skip, kept in BACKOFF
             if skip + kept <= end
         )
-        signature = ">".join(steps)
-        text = _text_key(signature, block)
-        keys.append((text, signature, *backoff) if text else (signature, *backoff))
+        keys.append((">".join(steps), *backoff))
     return keys
-
-
-def signature_of(keys: Sequence[str]) -> str:
-    """The signature among a block's keys (``block_keys``): the first that is no text key."""
-    return next(key for key in keys if TEXT_MARK not in key)
 
 
 def block_signatures(simplified_html: str) -> list[str]:
     """The signature of every block, in block order (``_item_id`` 1..n)."""
-    return [signature_of(keys) for keys in block_keys(simplified_html)]
+    return [keys[0] for keys in block_keys(simplified_html)]
 
 
 @lru_cache(maxsize=1)
@@ -351,18 +326,13 @@ class Cluster:
         return cluster
 
 
-def _key_kind(key: str) -> int:
-    """0: a signature, 1: a back-off signature, 2: a text key."""
-    return 1 if key.startswith(BACKOFF_MARK) else 2 if TEXT_MARK in key else 0
-
-
 def _most_seen(counts: dict[str, list[int]], limit: int) -> dict[str, list[int]]:
-    """The ``limit`` most seen keys of each kind (signatures, back-off signatures, text
-    keys; ties: the first learned), in their order."""
+    """The ``limit`` most seen signatures and the ``limit`` most seen back-off signatures
+    (ties: the first learned), in their order."""
     ranked = sorted(counts.items(), key=lambda item: -sum(item[1]))
-    keep: set[str] = set()
-    for kind in range(3):
-        keep.update([key for key, _ in ranked if _key_kind(key) == kind][:limit])
+    full = [item for item in ranked if not item[0].startswith(BACKOFF_MARK)][:limit]
+    backoff = [item for item in ranked if item[0].startswith(BACKOFF_MARK)][:limit]
+    keep = {key for key, _ in full} | {key for key, _ in backoff}
     return {key: value for key, value in counts.items() if key in keep}
 
 
@@ -412,7 +382,7 @@ class TemplateCache:
         site = registrable_domain(page.url)
         keys = block_keys(page.simplified_html)
         clusters = self._clusters(site)
-        distinct = {signature_of(block) for block in keys}
+        distinct = {block[0] for block in keys}
         best = max(range(len(clusters)), key=lambda i: clusters[i].knows(distinct), default=-1)
         if best < 0 or clusters[best].knows(distinct) < JOIN_SHARE:
             return Decision(site, -1, keys, None, why_not="new_layout")
@@ -585,9 +555,8 @@ def export_site(state: SiteState, settings: TemplateSettings | None = None) -> d
     per layout, CSS selectors of the main region and of the excluded regions (the teacher
     labelled them so with at least ``agreement`` of its labels), of the uncertain ones
     (labelled both ways: the template gives them the majority label, only on pages whose
-    other blocks make up for it), (``*_text``) selectors with the short text that decides
-    a block there before its selector does (``selector /* text "see also" */``), and
-    (``*_backoff``) the shorter selectors used only for a block no full selector knows."""
+    other blocks make up for it), and (``*_backoff``) the shorter selectors used only for
+    a block no full selector knows."""
     settings = settings or TemplateSettings()
     layouts = []
     for number, cluster_state in enumerate(state.clusters):
@@ -596,24 +565,17 @@ def export_site(state: SiteState, settings: TemplateSettings | None = None) -> d
             "main": [],
             "exclude": [],
             "uncertain": [],
-            "main_text": [],
-            "exclude_text": [],
             "main_backoff": [],
             "exclude_backoff": [],
         }
         for key in sorted(cluster.counts):
             vote = cluster.vote(key, settings)
             label = vote[0] if vote is not None and vote[1] >= settings.agreement else None
-            kind = _key_kind(key)
-            if kind and label is None:
+            backoff = key.startswith(BACKOFF_MARK)
+            if backoff and label is None:
                 continue
             group = "main" if label == MAIN else "exclude" if label == OTHER else "uncertain"
-            if kind == 2:
-                signature, _, text = key.partition(TEXT_MARK)
-                selector = f"{css_selector(signature)} /* text {json.dumps(text)} */"
-                groups[f"{group}_text"].append(selector)
-            else:
-                groups[f"{group}_backoff" if kind else group].append(css_selector(key))
+            groups[f"{group}_backoff" if backoff else group].append(css_selector(key))
         layouts.append(
             {
                 "layout": number,
