@@ -31,7 +31,7 @@ import numpy as np
 
 from processors.errors import PageError
 from processors.features import FEATURE_NAMES
-from processors.labellers.learned import LearnedModel, main_share, raw_confidence
+from processors.labellers.learned import LearnedModel, raw_confidence
 from processors.labels import derive_page
 from processors.reconstruct import reconstruct
 from processors.training import (
@@ -70,7 +70,6 @@ def cache(data: str, path: Path) -> None:
                 "p": p,
                 "words": np.expm1(page.X[:, _LOG_WORDS]) + 1.0,
                 "raw": raw_confidence(p, page.X) if len(p) else None,
-                "share": main_share(p >= THRESHOLD, page.X) if len(p) else None,
                 "mapping": record["mapping_blocks"] if record else [],
                 "url": page.row.get("url"),
                 "gold": page.row.get("gold_markdown_or_text") or "",
@@ -155,7 +154,7 @@ def second_opinion(
 
     def choose(key: tuple, page: dict) -> Choice:
         labels = labels_at(page, threshold if page["raw"] < below else THRESHOLD)
-        ratio = rule.ratio(page["share"])
+        ratio = rule.ratio(page["raw"])
         words = scorer.base[extractor][key][1]
         ours = len(scorer.markdown(key, labels).split())
         if ratio is not None and words > 0 and words >= ratio * ours:
@@ -233,8 +232,8 @@ def rules(path: Path, cv_path: Path, shipped: SecondOpinion | None) -> None:
         for threshold in (0.25, 0.35, 0.45):
             rule = f"threshold {threshold} below raw {below}"
             show(scorer.report(rule, unsure_threshold(below, threshold)))
-    combined = second_opinion(scorer, SecondOpinion(0.1, 1.0), 0.70, 0.25)
-    show(scorer.report("threshold 0.25 below 0.70, then trafilatura (0.1, 1.0)", combined))
+    combined = second_opinion(scorer, SecondOpinion(0.60, 0.90, 1.5), 0.70, 0.25)
+    show(scorer.report("threshold 0.25 below 0.70, then trafilatura (0.6, 0.9, 1.5)", combined))
     for below, threshold in ((0.66, 0.25), (0.70, 0.25), (0.74, 0.25)):  # the grid over both
         label = f"threshold {threshold} below {below}, then trafilatura"
         _best_of_grid(scorer, label, (0.0, 0.002), below=below, threshold=threshold)

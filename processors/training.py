@@ -58,7 +58,6 @@ from processors.labellers.learned import (
     LearnedLabeller,
     LearnedModel,
     SecondOpinion,
-    main_share,
     raw_confidence,
 )
 from processors.labels import derive_page
@@ -75,6 +74,9 @@ CV_FOLDS = 5
 # out-of-fold pages before it may trade a group's lead for another's (fit_second_opinion):
 # a margin for fitting the rule on the pages it is then scored on.
 MIN_LEAD = 0.002
+# The share of pages the second-opinion rule may ask trafilatura about: each costs a
+# fallback run (on the pages a model is unsure of, about 3x the path's own time).
+MAX_ASKED = 0.05
 GOOD_F1 = 0.8  # a page is "good" (confidence target) at WCXB word F1 >= this
 PARAMS: dict[str, Any] = {
     "objective": "binary",
@@ -311,7 +313,6 @@ class PageResult:
     raw_confidence: float | None = None
     route: str | None = None  # learned: how the pipeline served the page
     words: int = 0  # of the extraction
-    main_share: float | None = None  # learned: share of the page's words labelled main
 
 
 def page_metric(markdown: str, gold: str, meta: dict | None, rouge: bool) -> float:
@@ -359,15 +360,12 @@ def evaluate_learned(
     for page, outcome in zip(pages, outcomes, strict=True):
         markdown = outcome.record.markdown if outcome.record else ""
         extractor = outcome.record.extractor if outcome.record else f"error:{outcome.reason}"
-        raw = share = None
+        raw = None
         if page.X.shape[0]:
-            probabilities = model.predict(page.features())
-            raw = raw_confidence(probabilities, page.X)
-            share = main_share(probabilities >= model.threshold, page.X)
+            raw = raw_confidence(model.predict(page.features()), page.X)
         confidence = model.calibrate(raw) if raw is not None else None
         result = _score(page, "learned", markdown, rouge, confidence, raw)
         result.route = extractor
-        result.main_share = share
         results.append(result)
     return results
 
@@ -571,13 +569,13 @@ def _pairs(results: Sequence[PageResult]) -> list[tuple[PageResult, PageResult]]
         for r in results
         if r.extractor == "learned"
         and (r.route or "").startswith("dripper")
-        and r.main_share is not None
+        and r.raw_confidence is not None
         and (r.file, r.id) in fallback
     ]
 
 
 def _second_opinion_wins(learned: PageResult, fallback: PageResult, rule: SecondOpinion) -> bool:
-    ratio = rule.ratio(learned.main_share or 0.0)
+    ratio = rule.ratio(learned.raw_confidence or 0.0)
     return ratio is not None and fallback.words > 0 and fallback.words >= ratio * learned.words
 
 
@@ -599,47 +597,52 @@ def _group_leads(
 
 
 def _rule_value(
-    pairs: Sequence[tuple[PageResult, PageResult]], rule: SecondOpinion
+    pairs: Sequence[tuple[PageResult, PageResult]], rule: SecondOpinion, max_asked: float
 ) -> tuple[int, float]:
-    """How good a rule is, to be maximised: rules that keep every target group at least
-    ``MIN_LEAD`` ahead of the fallback rank first, by their mean lead over the groups; the
-    others after them, by their smallest lead (the weakest group first)."""
+    """How good a rule is, to be maximised: rules that ask on more than ``max_asked`` of
+    the pages rank last; then rules that keep every target group at least ``MIN_LEAD``
+    ahead of the fallback, by their mean lead over the groups; the others after them, by
+    their smallest lead (the weakest group first)."""
+    if not pairs:  # no page to judge by (no fallback results): never ask
+        return (1, 0.0) if rule == NEVER_ASK else (0, 0.0)
+    asked = sum(rule.ratio(learned.raw_confidence or 0.0) is not None for learned, _ in pairs)
+    if asked > max_asked * len(pairs):
+        return -1, -asked
     leads = _group_leads(pairs, rule)
-    if not leads:  # no page to judge by (no fallback results): never ask
-        return (1, 0.0) if rule.share_below <= 0 else (0, 0.0)
     if min(leads) >= MIN_LEAD:
         return 1, sum(leads) / len(leads)
     return 0, min(leads)
 
 
-# Pages whose labels kept under a tenth of their words at most: where the labeller failed
-# rather than judged, and few enough that the second opinion costs little time.
-SECOND_OPINION_GRID = [SecondOpinion(0.0, 1.0)] + [  # the first: never ask
-    SecondOpinion(share_below, ratio)
-    for share_below in (0.02, 0.05, 0.1)
-    for ratio in (0.8, 1.0, 1.5, 2.0, 3.0)
+NEVER_ASK = SecondOpinion(0.0, 0.0, 1.0)
+SECOND_OPINION_GRID = [NEVER_ASK] + [
+    SecondOpinion(replace_below / 100, compare_below / 100, ratio)
+    for replace_below in range(60, 82, 2)
+    for compare_below in range(replace_below, 96, 3)
+    for ratio in (0.8, 1.0, 1.2, 1.5, 2.0)
 ]
 
 
 def fit_second_opinion(
-    results: Sequence[PageResult], seed: int = 0
+    results: Sequence[PageResult], seed: int = 0, max_asked: float = MAX_ASKED
 ) -> tuple[SecondOpinion, dict[str, Any]]:
     """The second-opinion rule (``SecondOpinion``) fitted by grid search on out-of-fold
     pages over the groups the quality targets are set on (each WCXB page type, each news
-    file): of the rules keeping every group ``MIN_LEAD`` ahead of the fallback extractor,
-    the one with the largest mean lead; if none does, the one whose weakest group is
-    furthest ahead (``_rule_value``). Pure maximin (session 6) bought the weakest group's
+    file), among the rules asking on at most ``max_asked`` of the pages: of those keeping
+    every group ``MIN_LEAD`` ahead of the fallback extractor, the one with the largest
+    mean lead; if none does, the one whose weakest group is furthest ahead
+    (``_rule_value``). Pure maximin (session 6) bought the weakest group's
     last thousandths with many second opinions that cost every other group. Also a check
     on held-out sites: fitted on half the sites, the gain per file on the other half."""
     pairs = _pairs(results)
-    rule = max(SECOND_OPINION_GRID, key=lambda r: _rule_value(pairs, r))
+    rule = max(SECOND_OPINION_GRID, key=lambda r: _rule_value(pairs, r, max_asked))
     groups = sorted({learned.group for learned, _ in pairs})
     random.Random(seed).shuffle(groups)
     checks = []
     for half in (set(groups[: len(groups) // 2]), set(groups[len(groups) // 2 :])):
         fit_part = [pair for pair in pairs if pair[0].group in half]
         test_part = [pair for pair in pairs if pair[0].group not in half]
-        fitted = max(SECOND_OPINION_GRID, key=lambda r: _rule_value(fit_part, r))
+        fitted = max(SECOND_OPINION_GRID, key=lambda r: _rule_value(fit_part, r, max_asked))
         gains: dict[str, list[float]] = defaultdict(list)
         for learned, fallback in test_part:
             chosen = fallback if _second_opinion_wins(learned, fallback, fitted) else learned

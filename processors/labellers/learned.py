@@ -32,14 +32,14 @@ scoring a page never saw it, nor its domain), stored in the model file as a step
 function and applied with linear interpolation. A page with no block selected has
 confidence 0.
 
-Second opinion (``LabelOutcome.second_opinion``): on a page where the labels kept only a
-small share of the page's words (under ``share_below``: an article whose blocks were all
-rejected but a heading, a product page reduced to its price), the fallback extractor
-(trafilatura) also runs, and its Markdown replaces ours when it holds at least
-``longer_ratio`` times our words. The rule (``SecondOpinion``) is stored in the model file
-and fitted by ``processors.training.fit_second_opinion`` on out-of-fold pages; on news
-articles it asks on almost no page, so it costs little time.
-``DRIPSTREAM_SECOND_OPINION=0`` turns it off.
+Second opinion (``LabelOutcome.second_opinion``): on a page the model is unsure of, the
+fallback extractor (trafilatura) also runs, and its Markdown replaces ours when it holds at
+least ``second_opinion`` times our words (0: whenever it finds any). The rule, on the raw
+score, is stored in the model file (``SecondOpinion``: below ``replace_below`` the
+fallback's Markdown is preferred, below ``compare_below`` it must be ``longer_ratio`` times
+longer) and fitted by ``processors.training.fit_second_opinion`` on out-of-fold pages,
+within a budget of pages that may ask (``training.MAX_ASKED``), so that it costs little
+time. ``DRIPSTREAM_SECOND_OPINION=0`` turns it off (one fallback run fewer per unsure page).
 
 Routing: with ``min_confidence`` (argument, or the ``DRIPSTREAM_LEARNED_MIN_CONFIDENCE``
 environment variable) a page below it gets no labels but ``failure="low_confidence"``
@@ -75,7 +75,6 @@ MODEL_RESOURCE = "learned_labeller.json"
 MIN_CONFIDENCE_ENV = "DRIPSTREAM_LEARNED_MIN_CONFIDENCE"
 SECOND_OPINION_ENV = "DRIPSTREAM_SECOND_OPINION"
 _LOG_TEXT = FEATURE_NAMES.index("log_text")
-_LOG_WORDS = FEATURE_NAMES.index("log_words")
 
 
 def default_model_path() -> Path:
@@ -86,13 +85,17 @@ def default_model_path() -> Path:
 class SecondOpinion(NamedTuple):
     """When the fallback extractor's Markdown may replace ours (see the module docstring)."""
 
-    share_below: float
+    replace_below: float
+    compare_below: float
     longer_ratio: float
 
-    def ratio(self, main_share: float) -> float | None:
-        """The word ratio at which the fallback's Markdown wins on a page whose labels kept
-        ``main_share`` of its words; None: no second opinion."""
-        return self.longer_ratio if main_share < self.share_below else None
+    def ratio(self, raw: float) -> float | None:
+        """The word ratio at which the fallback's Markdown wins, None: no second opinion."""
+        if raw < self.replace_below:
+            return 0.0
+        if raw < self.compare_below:
+            return self.longer_ratio
+        return None
 
 
 class LearnedModel:
@@ -177,13 +180,6 @@ def raw_confidence(probabilities: np.ndarray, X: np.ndarray) -> float:
     return float(np.dot(weights, decided) / weights.sum())
 
 
-def main_share(main: np.ndarray, X: np.ndarray) -> float:
-    """Share of the page's words in the blocks labelled main (``main``: a mask)."""
-    words = np.expm1(X[:, _LOG_WORDS].astype(float))
-    total = float(words.sum())
-    return float(words[main].sum()) / total if total > 0 else 0.0
-
-
 class LearnedLabeller:
     name = "learned"
 
@@ -202,20 +198,20 @@ class LearnedLabeller:
         self.second_opinion = self.model.second_opinion if second_opinion else None
 
     def label_one(self, page: SimplifiedPage) -> tuple[list[str], float, float]:
-        """(labels, calibrated confidence, share of the words labelled main) of one page."""
+        """(labels, calibrated confidence, raw confidence) of one page."""
         features = block_features(page.simplified_html, page.mapping_blocks, page.title, page.hints)
         probabilities = self.model.predict(features)
         main = probabilities >= self.model.threshold
         labels = [MAIN if flag else OTHER for flag in main.tolist()]
         raw = raw_confidence(probabilities, features.matrix)
         confidence = self.model.calibrate(raw) if main.any() else 0.0
-        return labels, confidence, main_share(main, features.matrix)
+        return labels, confidence, raw
 
     def label(self, pages: Sequence[SimplifiedPage]) -> list[LabelOutcome]:
         outcomes = []
         for page in pages:
             started = time.perf_counter()
-            labels, confidence, share = self.label_one(page)
+            labels, confidence, raw = self.label_one(page)
             latency = (time.perf_counter() - started) * 1000
             if self.min_confidence is not None and confidence < self.min_confidence:
                 outcomes.append(
@@ -224,7 +220,7 @@ class LearnedLabeller:
                     )
                 )
             else:
-                second = self.second_opinion.ratio(share) if self.second_opinion else None
+                second = self.second_opinion.ratio(raw) if self.second_opinion else None
                 outcomes.append(
                     LabelOutcome(
                         labels, latency_ms=latency, confidence=confidence, second_opinion=second

@@ -1,6 +1,5 @@
-"""The second opinion: on pages where the learned labels kept little of the page's words,
-trafilatura also runs and its Markdown replaces ours only where the rule in the model file
-prefers it."""
+"""The second opinion: on pages the learned labeller is unsure of, trafilatura also runs
+and its Markdown replaces ours only where the rule in the model file prefers it."""
 
 from __future__ import annotations
 
@@ -18,7 +17,13 @@ from processors.pipeline import (
     simplify_page,
 )
 from processors.sources import raw_page_from_row
-from processors.training import PageResult, fit_second_opinion, with_second_opinion
+from processors.training import (
+    MAX_ASKED,
+    NEVER_ASK,
+    PageResult,
+    fit_second_opinion,
+    with_second_opinion,
+)
 from topics.records import MAIN, OTHER, FallbackRequest, LabelledPage, PageRecord, RawPage
 
 ARTICLE = (
@@ -32,14 +37,13 @@ ARTICLE = (
     + "</article><footer><p>Contact the harbour office for permits.</p></footer></body></html>"
 )
 RAW = raw_page_from_row({"url": "https://harbour.example/tides", "html": ARTICLE})
-RULE = SecondOpinion(share_below=0.1, longer_ratio=1.5)
+RULE = SecondOpinion(replace_below=0.5, compare_below=0.8, longer_ratio=1.5)
 
 
-def test_the_rule_asks_for_a_second_opinion_only_below_its_share() -> None:
-    assert RULE.ratio(0.02) == 1.5
-    assert RULE.ratio(0.1) is None
+def test_the_rule_asks_for_a_second_opinion_only_below_its_thresholds() -> None:
+    assert RULE.ratio(0.3) == 0.0
+    assert RULE.ratio(0.6) == 1.5
     assert RULE.ratio(0.9) is None
-    assert SecondOpinion(0.0, 1.0).ratio(0.0) is None  # the rule that never asks
 
 
 def _labelled(second_opinion: float | None, main_blocks: int) -> LabelledPage:
@@ -109,76 +113,91 @@ def test_the_shipped_model_carries_a_rule_and_the_switch_turns_it_off(
 
 def test_the_pipeline_serves_unsure_pages_through_the_second_opinion() -> None:
     always = LearnedModel.load()
-    always.second_opinion = SecondOpinion(share_below=2.0, longer_ratio=0)
+    always.second_opinion = SecondOpinion(replace_below=2.0, compare_below=2.0, longer_ratio=0)
     [outcome] = extract_pages([RAW], LearnedLabeller(always), PipelineSettings())
     assert outcome.status == "fallback" and outcome.reason == SECOND_OPINION
     assert outcome.record is not None and outcome.record.fallback_reason == SECOND_OPINION
-    always.second_opinion = SecondOpinion(share_below=2.0, longer_ratio=99)
+    always.second_opinion = SecondOpinion(replace_below=0, compare_below=2.0, longer_ratio=99)
     [kept] = extract_pages([RAW], LearnedLabeller(always), PipelineSettings())
     assert kept.status == "ok" and kept.record.extractor == "dripper:learned"
 
 
-def _result(file: str, page: str, extractor: str, score: float, words: int, share: float):
-    learned = extractor == "learned"
+def _result(file: str, page: str, extractor: str, score: float, words: int, raw: float):
     return PageResult(
         file, page, f"site-{page}", "article", extractor, score, score, score, None, None,
-        None, 0.9, 0.9, "dripper:learned" if learned else None, words,
-        share if learned else None,
+        None, raw, raw, "dripper:learned" if extractor == "learned" else None, words,
     )  # fmt: skip
 
 
 def test_without_fallback_results_the_fitted_rule_never_asks() -> None:
-    results = [_result("f", str(i), "learned", 0.5, 50, 0.01) for i in range(10)]
+    results = [_result("f", str(i), "learned", 0.5, 50, 0.3) for i in range(10)]
     rule, _ = fit_second_opinion(results)
-    assert rule.ratio(0.0) is None
+    assert rule == NEVER_ASK and rule.ratio(0.0) is None
+
+
+def test_the_fitted_rule_asks_on_no_more_pages_than_its_budget() -> None:
+    """Unsure pages (raw 0.61: 4% of the pages, raw 0.75: 6% more) all gain from the
+    fallback, but asking on all of them is over the budget: the rule asks on the least sure
+    only; without the budget it asks on both."""
+    results = []
+    for i in range(200):
+        raw = 0.61 if i < 8 else 0.75 if i < 20 else 0.97
+        ours, theirs = (0.3, 0.9) if raw < 0.9 else (0.9, 0.8)
+        results.append(_result("f", str(i), "learned", ours, 50, raw))
+        results.append(_result("f", str(i), "trafilatura", theirs, 200, 0.0))
+    rule, _ = fit_second_opinion(results)
+    assert MAX_ASKED * 200 >= 8
+    assert rule.ratio(0.61) is not None and rule.ratio(0.75) is None and rule.ratio(0.97) is None
+    unbounded, _ = fit_second_opinion(results, max_asked=1.0)
+    assert unbounded.ratio(0.75) is not None and unbounded.ratio(0.97) is None
 
 
 def test_the_fitted_rule_takes_the_fallback_where_it_wins_on_held_out_pages() -> None:
     results = []
     for i in range(40):
-        thin = i % 2 == 0  # we kept 1% of the words: ours is short and poor, the fallback's good
-        ours, share, theirs_words = (0.3, 0.01, 200) if thin else (0.9, 0.6, 60)
-        results.append(_result("f", str(i), "learned", ours, 50, share))
+        unsure = i % 2 == 0  # unsure pages: ours is short and poor, the fallback's good
+        ours, raw, theirs_words = (0.3, 0.5, 200) if unsure else (0.9, 0.95, 60)
+        results.append(_result("f", str(i), "learned", ours, 50, raw))
         results.append(_result("f", str(i), "trafilatura", 0.8, theirs_words, 0.0))
-    rule, check = fit_second_opinion(results)
-    assert rule.ratio(0.01) is not None and rule.ratio(0.6) is None
+    rule, check = fit_second_opinion(results, max_asked=1.0)
+    assert rule.ratio(0.5) is not None and rule.ratio(0.95) is None
     assert all(half["gain"]["f"] > 0 for half in check["held_out_halves"])
     served = with_second_opinion(results, rule)
     assert sum(r.word_f1 for r in served) / len(served) == pytest.approx(0.85)
 
 
 def _paired(pages: dict[str, list[tuple[float, float, float]]]) -> list[PageResult]:
-    """Ten copies of each file's (main share, our score, the fallback's score) pages, ours
-    of 50 words, the fallback's of 200."""
+    """Ten copies of each file's (raw confidence, our score, the fallback's score) pages,
+    ours of 50 words, the fallback's of 200."""
     results = []
     for file, rows in pages.items():
         for copy in range(10):
-            for n, (share, ours, theirs) in enumerate(rows):
+            for n, (raw, ours, theirs) in enumerate(rows):
                 page = f"{file}{copy}-{n}"
-                results.append(_result(file, page, "learned", ours, 50, share))
+                results.append(_result(file, page, "learned", ours, 50, raw))
                 results.append(_result(file, page, "trafilatura", theirs, 200, 0.0))
     return results
 
 
 def test_the_fitted_rule_keeps_the_weakest_group_ahead_rather_than_the_total_highest() -> None:
-    """On thin pages (main share 0.04) the fallback is better in file a and worse in file
-    b. Not asking keeps b far ahead (higher total); asking lifts a from behind the fallback
+    """On unsure pages (raw 0.85) the fallback is better in file a and worse in file b.
+    Not asking keeps b far ahead (higher total); asking lifts a from behind the fallback
     to ahead of it: the rule asks, since each group's lead is a target of its own."""
     pages = {
-        "a": [(0.04, 0.5, 0.9), (0.6, 0.9, 0.6)],  # (main share, ours, the fallback's)
-        "b": [(0.04, 0.9, 0.3), (0.6, 0.9, 0.9)],
+        "a": [(0.85, 0.5, 0.9), (0.97, 0.9, 0.6)],  # (raw, ours, the fallback's)
+        "b": [(0.85, 0.9, 0.3), (0.97, 0.9, 0.9)],
     }
-    rule, _ = fit_second_opinion(_paired(pages))
-    assert rule.ratio(0.04) is not None and rule.ratio(0.6) is None
+    rule, _ = fit_second_opinion(_paired(pages), max_asked=1.0)
+    assert rule.ratio(0.85) is not None and rule.ratio(0.97) is None
 
 
 def test_once_every_group_is_safely_ahead_the_rule_maximises_the_mean_lead() -> None:
-    """Asking on thin pages (main share 0.04) would lift file a's lead from 0.025 to 0.05
-    but drop file b's from 0.35 to 0.05. Both choices keep every group MIN_LEAD ahead, so
-    the rule does not ask: maximin would, at a cost of 0.3 to b for 0.025 to a."""
+    """Asking on unsure pages (raw 0.85) would lift file a's lead from 0.025 to 0.05 but
+    drop file b's from 0.35 to 0.05. Both choices keep every group MIN_LEAD ahead, so the
+    rule does not ask: maximin would, at a cost of 0.3 to b for 0.025 to a."""
     pages = {
-        "a": [(0.04, 0.8, 0.85), (0.6, 0.9, 0.8)],  # (main share, ours, the fallback's)
-        "b": [(0.04, 0.9, 0.3), (0.6, 0.9, 0.8)],
+        "a": [(0.85, 0.8, 0.85), (0.97, 0.9, 0.8)],  # (raw, ours, the fallback's)
+        "b": [(0.85, 0.9, 0.3), (0.97, 0.9, 0.8)],
     }
-    rule, _ = fit_second_opinion(_paired(pages))
-    assert rule.ratio(0.04) is None and rule.ratio(0.6) is None
+    rule, _ = fit_second_opinion(_paired(pages), max_asked=1.0)
+    assert rule.ratio(0.85) is None and rule.ratio(0.97) is None
