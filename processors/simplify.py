@@ -34,7 +34,7 @@ from __future__ import annotations
 import html as htmlmod
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -130,6 +130,11 @@ class SimplifyConfig:
     # Name of an attribute (e.g. an annotation mark) whose presence on or around a block
     # is reported in SimplifiedDocument.marked; it is never written to either branch.
     mark_attr: str | None = None
+
+    def __reduce__(self) -> tuple[type[SimplifyConfig], tuple[object, ...]]:
+        # Pickled (to a sandbox's child) by its fields in order: compiled (setup.py), a
+        # frozen class cannot be restored field by field.
+        return (SimplifyConfig, tuple(getattr(self, name.name) for name in fields(self)))
 
 
 @dataclass
@@ -409,6 +414,7 @@ class _Walker:
         last_inline: _Inline | None = None  # items[-1] when it is an inline run
         list_items = 0
         fallback = -1  # >= 0: in a placed boundary's fallback, at this boundary nesting
+        piece: _Item | list[_Item] | None
         for child in node.iter(include_text=True):
             tag = child.tag
             if fallback >= 0:
@@ -444,7 +450,7 @@ class _Walker:
                     items.append(piece)
                     last_inline = piece
                 continue
-            if type(piece) is list:
+            if isinstance(piece, list):
                 items.extend(piece)
             else:
                 items.append(piece)
@@ -519,10 +525,11 @@ class _Walker:
         start = 0
         for index in inline_at:
             out.extend(items[start:index])
-            inline = items[index]
-            assert type(inline) is _Inline
-            if inline.has_content:
-                out.append(self._make_block(self._wrap_inline("p", {}, [inline], marked)))
+            run = items[index]
+            assert type(run) is _Inline
+            wrapped = self._wrap_inline("p", {}, [run], marked) if run.has_content else None
+            if wrapped is not None:
+                out.append(self._make_block(wrapped))
             start = index + 1
         out.extend(items[start:])
         if keep_markup:
@@ -667,8 +674,8 @@ def check_markup(html: str, config: SimplifyConfig | None = None) -> None:
     # only needed when that is not bound enough.
     starts = opens if opens <= PARSE_DEPTH_LIMIT else opens - html.count("</")
     if starts <= PARSE_DEPTH_LIMIT:
-        formatting = sum(1 for _ in _FORMATTING_START.finditer(html))
-        if starts * (formatting + 2) <= limit:
+        formatting_starts = sum(1 for _ in _FORMATTING_START.finditer(html))
+        if starts * (formatting_starts + 2) <= limit:
             return
     depth = ruby = foreign = 0
     starts = rebuilt = active = 0

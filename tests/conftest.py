@@ -1,5 +1,6 @@
-"""Shared fixtures: the development data beside the repository (../shared/data), a real
-Apache Kafka broker for the integration tests, and worker processes.
+"""Shared fixtures and checks: no stale compiled module, the development data beside the
+repository (../shared/data), a real Apache Kafka broker for the integration tests, and
+worker processes.
 
 The broker is started with the project's own script (jars from Maven Central) unless one
 is already running; every test gets its own topic prefix and consumer groups.
@@ -17,10 +18,22 @@ from pathlib import Path
 
 import pytest
 
+from processors.native import stale_extensions
 from streams.kafka import create_topics
 from streams.settings import StreamSettings
 
 DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Refuse to test a compiled module older than its source: Python would import the
+    extension, and the run would test code that is no longer there."""
+    stale = stale_extensions()
+    if stale:
+        pytest.exit(
+            "stale compiled modules (rebuild: make compile):\n  " + "\n  ".join(stale),
+            returncode=2,
+        )
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,111 @@
+"""The compiled CPU modules (setup.py: mypyc) give exactly the output of their Python source."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+from hostile_corpus import hostile_cases
+from selectolax.lexbor import LexborHTMLParser
+
+from processors import features, markdown, native, page_hints, simplify
+from processors.errors import PageError
+from processors.pipeline import decoded_page
+from processors.sources import raw_page_from_row
+from processors.training import load_rows
+
+PURE = os.environ.get("DRIPSTREAM_PURE_PYTHON") == "1"
+pytestmark = pytest.mark.skipif(PURE, reason="DRIPSTREAM_PURE_PYTHON=1: nothing compiled")
+
+
+def from_source(module: str) -> ModuleType:
+    """``module`` run from its Python source, beside the compiled one Python imports."""
+    name = f"{module}__from_source"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, native.source_path(module))
+    assert spec is not None and spec.loader is not None
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules[name] = loaded  # dataclasses look their module up while it loads
+    spec.loader.exec_module(loaded)
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def pages(data_dir: Path) -> list[str]:
+    """Decoded dev pages of every kind: news, every 15th WCXB page, WebMainBench."""
+    rows = (
+        load_rows(data_dir / "articles_dev.jsonl")[::4]
+        + load_rows(data_dir / "publishers_dev.jsonl")[::6]
+        + load_rows(data_dir / "wcxb_dev.jsonl.xz")[::15]
+        + load_rows(data_dir / "webmainbench_sample.jsonl")[::10]
+    )
+    return [decoded_page(raw_page_from_row(row)) for row in rows]
+
+
+def simplified(module: ModuleType, html: str, mark_attr: str | None = None) -> object:
+    """What ``simplify`` returns, or the class of the error it raises."""
+    try:
+        document = module.simplify(html, module.SimplifyConfig(mark_attr=mark_attr))
+    except PageError as error:
+        return type(error).__name__
+    return (
+        document.title,
+        document.simplified_html,
+        document.simplified_blocks,
+        document.mapping_blocks,
+        document.marked,
+        document.hints,
+    )
+
+
+def test_the_build_compiles_every_hot_module() -> None:
+    assert native.compiled_modules() == dict.fromkeys(native.COMPILED_MODULES, True)
+    assert native.stale_extensions() == []
+    for module in native.COMPILED_MODULES:  # what the tests below compare with: the source
+        assert (from_source(module).__file__ or "").endswith(".py")
+
+
+def test_compiled_simplify_gives_the_source_output_on_dev_and_hostile_pages(
+    pages: list[str],
+) -> None:
+    source = from_source("processors.simplify")
+    hostile = [
+        case.data.decode("utf-8", "replace")
+        for case in hostile_cases(include_slow=False)
+        if len(case.data) < 2**20
+    ]
+    for html in pages + hostile:
+        assert simplified(simplify, html) == simplified(source, html)
+    for html in pages[-12:]:  # WebMainBench pages carry cc-select marks
+        assert simplified(simplify, html, "cc-select") == simplified(source, html, "cc-select")
+
+
+def test_compiled_features_and_hints_give_the_source_output(pages: list[str]) -> None:
+    source_features = from_source("processors.features")
+    source_hints = from_source("processors.page_hints")
+    for html in pages:
+        assert page_hints.page_hints(LexborHTMLParser(html)) == source_hints.page_hints(
+            LexborHTMLParser(html)
+        )
+        document = simplify.simplify(html)
+        args = (document.simplified_html, document.mapping_blocks, document.title, document.hints)
+        ours, theirs = features.block_features(*args), source_features.block_features(*args)
+        np.testing.assert_array_equal(ours.matrix, theirs.matrix)
+        np.testing.assert_array_equal(ours.parent, theirs.parent)
+        np.testing.assert_array_equal(ours.grandparent, theirs.grandparent)
+
+
+def test_compiled_markdown_gives_the_source_output(pages: list[str]) -> None:
+    source = from_source("processors.markdown")
+    for html in pages:
+        blocks = simplify.simplify(html).mapping_blocks
+        for fragment in ("".join(blocks), *blocks[:40]):
+            assert markdown.html_to_markdown(fragment, "https://example.org/a/") == (
+                source.html_to_markdown(fragment, "https://example.org/a/")
+            )
