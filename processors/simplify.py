@@ -153,15 +153,21 @@ class SimplifiedDocument:
         return len(self.mapping_blocks)
 
 
-@dataclass(slots=True)
 class _Inline:
-    """A run of inline content, serialised in both branches."""
+    """A run of inline content, serialised in both branches. (Plain classes, not
+    dataclasses, for the walk's two item kinds: compiled, a dataclass keeps the
+    interpreted ``__init__`` that the dataclasses module writes.)"""
 
-    simp: list[str]
-    mapp: list[str]
-    text_len: int
-    has_media: bool
-    marked: bool
+    __slots__ = ("has_media", "mapp", "marked", "simp", "text_len")
+
+    def __init__(
+        self, simp: list[str], mapp: list[str], text_len: int, has_media: bool, marked: bool
+    ) -> None:
+        self.simp = simp
+        self.mapp = mapp
+        self.text_len = text_len
+        self.has_media = has_media
+        self.marked = marked
 
     def extend(self, other: _Inline) -> None:
         self.simp.extend(other.simp)
@@ -175,15 +181,19 @@ class _Inline:
         return self.text_len > 0 or self.has_media
 
 
-@dataclass(slots=True)
 class _Block:
     """One block: the simplified open tag is split so the id can be injected last."""
 
-    simp_head: str  # "<p class=x"
-    simp_tail: str  # ">...</p>"
-    map_head: str
-    map_tail: str
-    marked: bool
+    __slots__ = ("map_head", "map_tail", "marked", "simp_head", "simp_tail")
+
+    def __init__(
+        self, simp_head: str, simp_tail: str, map_head: str, map_tail: str, marked: bool
+    ) -> None:
+        self.simp_head = simp_head  # "<p class=x"
+        self.simp_tail = simp_tail  # ">...</p>"
+        self.map_head = map_head
+        self.map_tail = map_tail
+        self.marked = marked
 
 
 _Item = _Inline | _Block | str  # str: container markup in the simplified page
