@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -109,3 +110,19 @@ def test_compiled_markdown_gives_the_source_output(pages: list[str]) -> None:
             assert markdown.html_to_markdown(fragment, "https://example.org/a/") == (
                 source.html_to_markdown(fragment, "https://example.org/a/")
             )
+
+
+def test_an_extension_older_than_its_source_is_reported_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "walk.py"
+    source.write_text("x = 1\n")
+    extension = source.with_suffix(importlib.machinery.EXTENSION_SUFFIXES[0])
+    extension.write_bytes(b"")
+    monkeypatch.setattr(native, "COMPILED_MODULES", ("processors.walk",))
+    monkeypatch.setattr(native, "source_path", lambda module: source)
+    os.utime(extension, (1_000, 1_000))
+    os.utime(source, (2_000, 2_000))
+    assert native.stale_extensions() == [f"{extension} is older than walk.py"]
+    os.utime(extension, (3_000, 3_000))
+    assert native.stale_extensions() == []
