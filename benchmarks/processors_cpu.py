@@ -26,7 +26,7 @@ import tracemalloc
 from typing import Any
 
 from processors.pipeline import PipelineSettings, reconstruct_page, simplify_page
-from processors.tokens import TokenBudget, load_token_counter
+from processors.tokens import EstimatedTokenCounter, HuggingFaceTokenCounter, TokenBudget
 from topics.records import MAIN, LabelledPage, RawPage, SimplifiedPage
 
 
@@ -39,7 +39,7 @@ def _labelled_all_main(page: SimplifiedPage) -> LabelledPage:
         labels=[MAIN] * page.block_count,
         labeller="all-main",
         token_count=page.token_count,
-        source_html=page.source_html,
+        source=page.source,
     )
 
 
@@ -129,9 +129,8 @@ def main() -> None:
         RawPage(url=row["url"], html=row["html"].encode("utf-8"), charset="utf-8") for row in rows
     ]
     # An unbounded budget: every page takes the model path, as in the reference run.
-    settings = PipelineSettings(
-        budget=TokenBudget(context_tokens=10**9), token_counter=load_token_counter(args.tokenizer)
-    )
+    counter = HuggingFaceTokenCounter(args.tokenizer) if args.tokenizer else EstimatedTokenCounter()
+    settings = PipelineSettings(budget=TokenBudget(context_tokens=10**9), token_counter=counter)
     run(pages[:1], settings, 1)  # warm-up, untimed
     result = run(pages, settings, args.repeat)
     result["tokens"] = token_reduction(pages, settings)
