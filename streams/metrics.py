@@ -13,6 +13,8 @@ from prometheus_client import (
     generate_latest,
 )
 
+from processors.native import compiled_modules
+
 REGISTRY = CollectorRegistry()
 # The standard process_* (CPU, memory, open files) and python_* (version, GC) series.
 for _collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
@@ -87,6 +89,15 @@ TEMPLATE_EVENTS = Counter(
     ["event"],
     registry=REGISTRY,
 )
+
+COMPILED = Gauge(
+    "dripstream_compiled_module",
+    "1: the CPU module runs compiled (setup.py, mypyc); 0: pure Python (slower)",
+    ["module"],
+    registry=REGISTRY,
+)
+for _module, _compiled in compiled_modules().items():
+    COMPILED.labels(_module).set(int(_compiled))
 
 
 def render() -> bytes:

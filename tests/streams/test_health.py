@@ -19,6 +19,7 @@ import pytest
 from agent_fault import KILL_KEY
 from stream_helpers import wait_for_records
 
+from processors.native import compiled_modules
 from streams import metrics
 from streams.settings import StreamSettings
 from streams.tools import produce_pages
@@ -115,6 +116,8 @@ def test_healthz_fails_when_a_stage_agent_has_died(
             assert time.monotonic() < deadline, text[-2000:]
             time.sleep(1)
         assert "process_resident_memory_bytes" in text
+        compiled = float(compiled_modules()["processors.simplify"])  # the same install
+        assert f'dripstream_compiled_module{{module="processors.simplify"}} {compiled}' in text
 
         # A fatal error kills the simplify agent; the process lives on, /healthz says so.
         asyncio.run(_send(stream_settings, KILL_KEY, to_msgpack(page)))
