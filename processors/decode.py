@@ -18,6 +18,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
+from typing import NamedTuple
 
 from charset_normalizer import from_bytes
 
@@ -221,31 +222,45 @@ def _wide_without_bom(sample: bytes) -> str | None:
     return None
 
 
+class DecodedHtml(NamedTuple):
+    """A page as text, and the bytes that are that text's UTF-8 encoding when the page
+    holds them (valid UTF-8 after its byte-order mark): the parser reads those as they
+    are instead of encoding the text again. None for any other page."""
+
+    text: str
+    utf8: bytes | None
+
+
 def detect_charset(data: bytes, hint: str | None = None) -> tuple[str, str]:
     """Return (codec name, how it was found): bom, hint, meta or detected."""
+    codec, how, _ = _detect_charset(data, hint)
+    return codec, how
+
+
+def _detect_charset(data: bytes, hint: str | None) -> tuple[str, str, str | None]:
+    """detect_charset, plus the text when detection had to decode the page to tell."""
     # A byte-order mark wins over everything, as in browsers and w3lib: it cannot be
     # there by accident, while HTTP headers are often wrong.
     for bom, name in _BOMS:
         if data.startswith(bom):
-            return name, "bom"
+            return name, "bom", None
     codec = _normalise_codec(hint)
     # A utf-16/utf-32 hint over bytes without a single NUL is a lie (markup in either
     # encoding always has NUL bytes): ignore it, like a meta that claims utf-16.
     wide = codec is not None and codec.startswith(("utf-16", "utf-32"))
     if codec and not (wide and b"\x00" not in data[:_SNIFF_BYTES]):
-        return codec, "hint"
+        return codec, "hint", None
     match = _META_CHARSET.search(data[:_SNIFF_BYTES])
     if match:
         codec = _normalise_codec(match.group(1).decode("ascii", "replace"))
         # A page that declares utf-16 in ASCII bytes is lying: it is ASCII-compatible.
         if codec and not codec.startswith("utf-16") and not codec.startswith("utf-32"):
-            return codec, "meta"
+            return codec, "meta", None
     wide = _wide_without_bom(data[:_SNIFF_BYTES])
     if wide:
-        return wide, "detected"
+        return wide, "detected", None
     try:
-        data.decode("utf-8")
-        return "utf-8", "detected"
+        return "utf-8", "detected", data.decode("utf-8")
     except UnicodeDecodeError:
         pass
     matches = from_bytes(data[:65536])
@@ -257,19 +272,32 @@ def detect_charset(data: bytes, hint: str | None = None) -> tuple[str, str]:
                 and candidate.chaos <= best.chaos + _CP1252_CHAOS_MARGIN
                 and candidate.coherence >= best.coherence
             ):
-                return "cp1252", "detected"
-        return _python_codec(best.encoding) or "utf-8", "detected"
-    return "utf-8", "default"
+                return "cp1252", "detected", None
+        return _python_codec(best.encoding) or "utf-8", "detected", None
+    return "utf-8", "default", None
 
 
 def decode_html(data: bytes, charset_hint: str | None = None) -> str:
     """Decode page bytes to text, replacing invalid sequences; never raises."""
-    codec, _ = detect_charset(data, charset_hint)
+    return decode_html_utf8(data, charset_hint).text
+
+
+def decode_html_utf8(data: bytes, charset_hint: str | None = None) -> DecodedHtml:
+    """decode_html, with the page's UTF-8 bytes when it has them (see DecodedHtml)."""
+    codec, _, text = _detect_charset(data, charset_hint)
+    if text is not None:
+        return DecodedHtml(text, data)
+    if codec == "utf-8":
+        body = data[len(codecs.BOM_UTF8) :] if data.startswith(codecs.BOM_UTF8) else data
+        try:
+            return DecodedHtml(body.decode("utf-8"), body)
+        except UnicodeDecodeError:
+            pass
     try:
         text = data.decode(codec, errors="replace")
     except (LookupError, UnicodeError, ValueError):  # belt and braces: never raise
         text = data.decode("utf-8", errors="replace")
-    return text[1:] if text.startswith("\ufeff") else text
+    return DecodedHtml(text[1:] if text.startswith("\ufeff") else text, None)
 
 
 def check_html(data: bytes, text: str, content_type: str | None = None) -> None:

@@ -227,13 +227,17 @@ def _char_stats(text: str, n: int, full: bool = True) -> tuple[np.ndarray, ...]:
     ``full``, words, digits, punctuation marks and currency symbols (numpy over the UTF-16
     code units)."""
     codes = np.frombuffer(text.encode("utf-16-le", "surrogatepass"), dtype=np.uint16)
-    block = np.cumsum(codes == 0)
-    flags = _LUT[codes]
+    # Block b runs from its NUL (none for the first) to the next; a NUL counts in no mask.
+    starts = np.concatenate(([0], np.flatnonzero(codes == 0)))
+    flags = _LUT.take(codes)
     visible = (flags & _INVISIBLE) == 0
-    size = n + 1
 
     def count(mask: np.ndarray) -> np.ndarray:
-        return np.bincount(block[mask], minlength=size)[:n].astype(float)
+        out = np.zeros(n)
+        if len(mask):
+            sums = np.add.reduceat(mask, starts, dtype=np.int64)[:n]
+            out[: len(sums)] = sums
+        return out
 
     if not full:
         return (count(visible),)
@@ -578,8 +582,11 @@ def context_features(p: np.ndarray, features: PageFeatures) -> np.ndarray:
     w = np.expm1(features.matrix[:, _LOG_TEXT].astype(float)) + 1.0
     padded = np.concatenate((np.zeros(_REACH), p, np.zeros(_REACH + 1)))
     # the largest p over each run of _REACH blocks: before block i starts at i, after at i+6
-    reach = np.lib.stride_tricks.sliding_window_view(padded, _REACH).max(axis=1)
-    max_before, max_after = reach[:n], reach[_REACH + 1 : n + _REACH + 1]
+    starts = n + _REACH + 1
+    reach = padded[:starts].copy()
+    for shift in range(1, _REACH):
+        np.maximum(reach, padded[shift : shift + starts], out=reach)
+    max_before, max_after = reach[:n], reach[_REACH + 1 :]
     cum_pw = np.concatenate(([0.0], np.cumsum(p * w)))
     cum_w = np.concatenate(([0.0], np.cumsum(w)))
     index = np.arange(n)
@@ -591,7 +598,7 @@ def context_features(p: np.ndarray, features: PageFeatures) -> np.ndarray:
     rank = np.empty(n)
     rank[np.argsort(p, kind="stable")] = index / max(n - 1, 1)
     mean = float(np.dot(p, w) / w.sum())
-    columns = (
+    columns: tuple[np.ndarray | float, ...] = (
         p,
         padded[_REACH - 1 : n + _REACH - 1],
         padded[_REACH - 2 : n + _REACH - 2],
@@ -603,10 +610,13 @@ def context_features(p: np.ndarray, features: PageFeatures) -> np.ndarray:
         np.minimum(max_before, max_after),
         _container_mean(features.parent, p, w),
         _container_mean(features.grandparent, p, w),
-        np.full(n, mean),
-        np.full(n, float(p.max())),
-        np.full(n, float(w[p >= 0.5].sum() / w.sum())),
+        mean,
+        float(p.max()),
+        float(w[p >= 0.5].sum() / w.sum()),
         rank,
         p - mean,
     )
-    return np.column_stack(columns).astype(np.float32)
+    out = np.empty((n, len(columns)), dtype=np.float32)
+    for j, column in enumerate(columns):
+        out[:, j] = column
+    return out

@@ -82,7 +82,10 @@ Step = Generator[Any, Any, T]
 
 
 def _run(step: Step[T]) -> T:
-    """Drive a step and the sub-steps it yields with an explicit stack (no recursion)."""
+    """Drive a step and the sub-steps it yields with an explicit stack (no recursion). A
+    step may yield a result (a str or a list of blocks) instead of a sub-step: the content
+    that needed none (text only, a leaf element), which goes straight back, with no
+    generator made."""
     stack: list[Step[Any]] = [step]
     value: Any = None
     while True:
@@ -93,6 +96,9 @@ def _run(step: Step[T]) -> T:
             if not stack:
                 return done.value
             value = done.value
+            continue
+        if isinstance(sub, (str, list)):
+            value = sub
             continue
         stack.append(sub)
         value = None
@@ -220,30 +226,37 @@ class _Converter:
         flush()
         return out
 
-    def block(self, node: LexborNode, tag: str) -> Step[list[str]]:
+    def block(self, node: LexborNode, tag: str) -> list[str] | Step[list[str]]:
+        """A block element's Markdown blocks, or the step that makes them."""
         if tag in HEADING_TAGS:
-            text = _tidy_inline((yield self.inline_children(node))).replace("\n", " ")
-            text = _HEADING_CLOSE.sub(r"\1\\\2", text)
-            return [f"{'#' * int(tag[1])} {text}"] if text else []
+            inner = self.inline_children(node)
+            if isinstance(inner, str):
+                return _heading(tag, inner)
+            return self._heading_after(tag, inner)
         if tag in ("ul", "ol", "menu"):
-            return (yield self.list_block(node, ordered=tag == "ol"))
+            return self.list_block(node, ordered=tag == "ol")
         if tag == "table":
-            return (yield self.table(node))
+            return self.table(node)
         if tag == "pre":
-            return (yield self.pre(node))
+            return self.pre(node)
         if tag == "blockquote":
-            inner = "\n\n".join((yield self.blocks(node)))
-            return (
-                ["\n".join(f"> {line}" if line else ">" for line in inner.split("\n"))]
-                if inner
-                else []
-            )
+            return self.blockquote(node)
         if tag == "hr":
             return ["---"]
         if tag == "math":
             tex = _safe_tex(_math_tex(node))
             return [f"$$\n{tex}\n$$"] if tex else []
-        return (yield self.blocks(node))
+        return self.blocks(node)
+
+    def _heading_after(self, tag: str, children: Step[str]) -> Step[list[str]]:
+        inner: str = yield children
+        return _heading(tag, inner)
+
+    def blockquote(self, node: LexborNode) -> Step[list[str]]:
+        inner = "\n\n".join((yield self.blocks(node)))
+        return (
+            ["\n".join(f"> {line}" if line else ">" for line in inner.split("\n"))] if inner else []
+        )
 
     def list_block(self, node: LexborNode, ordered: bool) -> Step[list[str]]:
         number = _list_start(node.attributes.get("start"))
@@ -341,16 +354,25 @@ class _Converter:
 
     # -- inline ---------------------------------------------------------------------------
 
-    def inline_children(self, node: LexborNode) -> Step[str]:
+    def inline_children(self, node: LexborNode) -> str | Step[str]:
+        """The inline content of ``node``: at once when it holds text only."""
+        children = list(_content_children(node))
+        for tag, _ in children:
+            if tag != "-text":
+                return self._mixed_children(children)
+        return "".join([self.text(child.text_content or "") for _, child in children])
+
+    def _mixed_children(self, children: list[tuple[str, LexborNode]]) -> Step[str]:
         parts = []
-        for tag, child in _content_children(node):
+        for tag, child in children:
             if tag == "-text":
                 parts.append(self.text(child.text_content or ""))
             else:
                 parts.append((yield self.inline(child, tag)))
         return "".join(parts)
 
-    def inline(self, node: LexborNode, tag: str) -> Step[str]:
+    def inline(self, node: LexborNode, tag: str) -> str | Step[str]:
+        """An inline element's Markdown: at once for a leaf or an element of text only."""
         if tag == "br":
             return "\n"
         if tag == "img":
@@ -371,7 +393,17 @@ class _Converter:
             fence = "`" * (max((len(m) for m in re.findall("`+", code)), default=0) + 1)
             pad = " " if code.startswith("`") or code.endswith("`") else ""
             return f"{fence}{pad}{code}{pad}{fence}"
-        inner = yield self.inline_children(node)
+        inner = self.inline_children(node)
+        if isinstance(inner, str):
+            return self._inline_markup(node, tag, inner)
+        return self._inline_after(node, tag, inner)
+
+    def _inline_after(self, node: LexborNode, tag: str, children: Step[str]) -> Step[str]:
+        inner: str = yield children
+        return self._inline_markup(node, tag, inner)
+
+    def _inline_markup(self, node: LexborNode, tag: str, inner: str) -> str:
+        """The element's own syntax around its content ``inner``."""
         if tag in BLOCK_TAGS:  # a block inside inline content: keep it apart
             return f" {inner} "
         if self.html_depth:
@@ -387,6 +419,12 @@ class _Converter:
                 text = inner.strip()
                 return f"{_lead(inner)}{mark}{text}{mark}{_trail(inner)}" if text else inner
         return inner
+
+
+def _heading(tag: str, inner: str) -> list[str]:
+    text = _tidy_inline(inner).replace("\n", " ")
+    text = _HEADING_CLOSE.sub(r"\1\\\2", text)
+    return [f"{'#' * int(tag[1])} {text}"] if text else []
 
 
 def _content_children(node: LexborNode) -> Iterator[tuple[str, LexborNode]]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from processors.crawl import charset_param, header_dict, http_body
-from processors.decode import check_html, decode_html
+from processors.decode import DecodedHtml, check_html, decode_html_utf8
 from processors.errors import ErrorStatus, NothingSelected, PageError, TooLarge
 from processors.fallback import EXTRACTOR as FALLBACK_EXTRACTOR
 from processors.fallback import fallback_markdown
@@ -59,7 +59,14 @@ def _ms_since(started: float) -> float:
 
 
 def decoded_page(raw: RawPage, max_chars: int | None = None) -> str:
-    """The page as text, checked: raises a PageError for input that is not a page.
+    """The page as text, checked: raises a PageError for input that is not a page (see
+    decoded_page_utf8)."""
+    return decoded_page_utf8(raw, max_chars).text
+
+
+def decoded_page_utf8(raw: RawPage, max_chars: int | None = None) -> DecodedHtml:
+    """The page as text, checked, with its UTF-8 bytes when it has them (``DecodedHtml``);
+    raises a PageError for input that is not a page.
 
     The HTTP body's framing and content codings are undone first (``http_body``); the
     charset is the byte-order mark's, else the record's, else the Content-Type's, else
@@ -73,9 +80,9 @@ def decoded_page(raw: RawPage, max_chars: int | None = None) -> str:
     body = http_body(raw.html, headers)
     if max_chars is not None and len(body) > max_chars and body.isascii() and b"\0" not in body:
         raise TooLarge(f"{len(body)} characters, limit {max_chars}")
-    text = decode_html(body, raw.charset or charset_param(content_type))
-    check_html(body, text, content_type)
-    return text
+    decoded = decode_html_utf8(body, raw.charset or charset_param(content_type))
+    check_html(body, decoded.text, content_type)
+    return decoded
 
 
 def crawl_info(raw: RawPage) -> CrawlInfo | None:
@@ -122,8 +129,8 @@ def simplify_page(
         raise ErrorStatus(f"HTTP status {raw.status}: a redirect or error page, not content")
     started = time.perf_counter()
     crawl = crawl_info(raw)
-    text = decoded_page(raw, settings.simplify.max_input_chars)
-    document = simplify(text, settings.simplify)
+    text, utf8 = decoded_page_utf8(raw, settings.simplify.max_input_chars)
+    document = simplify(text, settings.simplify, utf8)
     pid = page_id(raw.url, raw.html)
     tokens = settings.token_counter.count(document.simplified_html)
     timings = {"simplify": _ms_since(started)}

@@ -750,8 +750,12 @@ def check_markup(html: str, config: SimplifyConfig | None = None) -> None:
             raise TooDeep(f"the markup opens more than {PARSE_DEPTH_LIMIT} nested elements")
 
 
-def simplify(html: str, config: SimplifyConfig | None = None) -> SimplifiedDocument:
-    """Simplify decoded HTML into aligned simplified and mapping blocks.
+def simplify(
+    html: str, config: SimplifyConfig | None = None, utf8: bytes | None = None
+) -> SimplifiedDocument:
+    """Simplify decoded HTML into aligned simplified and mapping blocks. ``utf8``, when
+    given, must be ``html`` encoded as UTF-8 (the page's own bytes, ``DecodedHtml``): the
+    parser reads it instead of encoding ``html`` again.
 
     Raises TooLarge, TooDeep, TooManyElements or PageTimeout; an input without content
     yields a document with zero blocks (the caller decides what that means).
@@ -760,7 +764,7 @@ def simplify(html: str, config: SimplifyConfig | None = None) -> SimplifiedDocum
     if len(html) > config.max_input_chars:
         raise TooLarge(f"{len(html)} characters, limit {config.max_input_chars}")
     check_markup(html, config)
-    tree = LexborHTMLParser(html)
+    tree = LexborHTMLParser(html if utf8 is None else utf8)
     hints = page_hints(tree)
     root = tree.body or tree.root
     if root is None:
