@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from processors.decode import check_html, decode_html, detect_charset
+from processors.decode import check_html, decode_html, decode_html_utf8, detect_charset
 from processors.errors import EmptyDocument, NotHtml
 
 FRENCH = "Le café crème et la crêpe brûlée sont délicieux à Noël, déjà très appréciés. "
@@ -244,3 +244,35 @@ def test_truncated_or_partial_html_is_accepted(data: bytes) -> None:
 
 def test_json_looking_html_is_accepted() -> None:
     _check(b"[not json] <div>but a page</div>")
+
+
+# -- the page's own UTF-8 bytes, handed to the parser ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "hint"),
+    [
+        (_page(FRENCH + " “quoted” 日本語").encode("utf-8"), None),  # detected
+        (_page(FRENCH, '<meta charset="utf-8">').encode("utf-8"), None),  # meta
+        (_page(FRENCH).encode("utf-8"), "utf-8"),  # hint
+        (codecs.BOM_UTF8 + _page(FRENCH).encode("utf-8"), None),  # after the BOM
+    ],
+)
+def test_valid_utf8_pages_come_with_their_bytes(data: bytes, hint: str | None) -> None:
+    decoded = decode_html_utf8(data, hint)
+    assert decoded.text == decode_html(data, hint)
+    assert decoded.utf8 == decoded.text.encode("utf-8")
+
+
+@pytest.mark.parametrize(
+    ("data", "hint"),
+    [
+        (_page(FRENCH).encode("cp1252"), "windows-1252"),  # another charset
+        (_page(FRENCH).encode("utf-8")[:-40] + b"\xff\xfe" + b"</p></html>", "utf-8"),  # invalid
+        (_page(FRENCH).encode("utf-16-le"), "utf-16le"),
+    ],
+)
+def test_other_pages_have_no_utf8_bytes(data: bytes, hint: str) -> None:
+    decoded = decode_html_utf8(data, hint)
+    assert decoded.text == decode_html(data, hint)
+    assert decoded.utf8 is None

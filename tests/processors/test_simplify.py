@@ -426,3 +426,16 @@ def test_hidden_content_that_is_no_streamed_segment_stays_hidden() -> None:
     for text in ("A segment nothing asks for.", "Plainly hidden."):
         assert text not in document.simplified_html
         assert all(text not in block for block in document.mapping_blocks)
+
+
+def test_the_page_s_own_utf8_bytes_simplify_as_its_text() -> None:
+    html = (
+        "<html><head><title>Café “noir”</title></head><body><nav class='menu'>Accueil</nav>"
+        "<article><h1>Le café</h1><p>Crème brûlée, 日本語 and ✓ marks.</p>"
+        "<ul><li>un</li><li>deux</li></ul></article></body></html>"
+    )
+    from_text, from_bytes = simplify(html), simplify(html, utf8=html.encode("utf-8"))
+    assert from_bytes.block_count == from_text.block_count > 0
+    assert from_bytes.simplified_html == from_text.simplified_html
+    assert from_bytes.mapping_blocks == from_text.mapping_blocks
+    assert from_bytes.title == from_text.title == "Café “noir”"
