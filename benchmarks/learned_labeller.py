@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/learned_labeller.py labels  [--data DIR]   # derivation check
     .venv/bin/python benchmarks/learned_labeller.py cv      [--data DIR] [--train MODEL]
+                                                  [--seed N [N ...]]
     .venv/bin/python benchmarks/learned_labeller.py speed   [--data DIR] [--repeat N]
                                                   [--file NAME --every N]
     .venv/bin/python benchmarks/learned_labeller.py stages  [--data DIR] [--repeat N]
@@ -42,6 +43,7 @@ from processors.reconstruct import reconstruct
 from processors.scoring import score_page
 from processors.training import (
     TRAIN_FILES,
+    CVReport,
     cross_validate,
     file_key,
     fit_second_opinion,
@@ -112,39 +114,38 @@ def labels_check(data: Path, out: Path) -> dict:
     return result
 
 
-def cv_run(data: Path, out: Path, seed: int, model: str | None) -> dict:
+def cv_run(data: Path, out: Path, seeds: list[int], model: str | None) -> dict:
+    """The grouped CV under each of ``seeds`` (pages prepared once; ``cv.json`` the first
+    seed's, ``cv-seed{N}.json`` each); with several, the mean and the minimum over the
+    seeds too (``cv-seeds.json``). ``model``: then train on every page with the first."""
     started = time.perf_counter()
     pages = load_pages(data)
     _log(f"prepared {len(pages)} pages in {time.perf_counter() - started:.0f} s")
-    report = cross_validate(data, seed=seed, pages=pages, cache_dir=out, log=_log)
-    rule, rule_check = fit_second_opinion(report.results, seed)
-    report.results.extend(with_second_opinion(report.results, rule))
-    print(f"second opinion {rule}; fitted on half the sites, gain on the other half:")
-    for check in rule_check["held_out_halves"]:
-        print(f"  {check}")
-    result = report.to_json()
-    result["second_opinion"] = rule_check
-    (out / "cv.json").write_text(json.dumps(result))
-    word, rouge = result["word_f1"], result["rouge5"]
-    with_found, leaked = result["with_found"], result["without_leaked"]
-    print(f"grouped CV, seed {seed}, {report.seconds:.0f} s; pages {result['pages']}")
-    print(f"routes {result['routes']}")
-    for file, kinds in word.items():
-        for kind, extractors in kinds.items():
-            cells = []
-            for extractor, value in extractors.items():
-                cell = f"{extractor} wF1 {value:.4f}"
-                w = with_found.get(file, {}).get(kind, {}).get(extractor)
-                o = leaked.get(file, {}).get(kind, {}).get(extractor)
-                r = rouge.get(file, {}).get(kind, {}).get(extractor)
-                if w is not None:
-                    cell += f" with {w:.3f} without {o:.3f}"
-                if r is not None:
-                    cell += f" R5 {r:.4f}"
-                cells.append(cell)
-            print(f"{file:15s} {kind:14s} " + " | ".join(cells))
+    runs: list[tuple[CVReport, dict]] = []
+    for seed in seeds:
+        report = cross_validate(data, seed=seed, pages=pages, cache_dir=out, log=_log)
+        rule, rule_check = fit_second_opinion(report.results, seed)
+        report.results.extend(with_second_opinion(report.results, rule))
+        print(f"second opinion {rule}; fitted on half the sites, gain on the other half:")
+        for check in rule_check["held_out_halves"]:
+            print(f"  {check}")
+        result = report.to_json()
+        result["second_opinion"] = rule_check
+        print(f"grouped CV, seed {seed}, {report.seconds:.0f} s; pages {result['pages']}")
+        print(f"routes {result['routes']}")
+        _print_table(result)
+        (out / f"cv-seed{seed}.json").write_text(json.dumps(result))
+        if not runs:
+            (out / "cv.json").write_text(json.dumps(result))
+        runs.append((report, result))
+    if len(runs) > 1:
+        summary = _over_seeds([result for _, result in runs])
+        print(f"over seeds {seeds}: mean (min)")
+        _print_table(summary)
+        (out / "cv-seeds.json").write_text(json.dumps(summary))
+    report, result = runs[0]
     if model:
-        trained = train(data, model, seed=seed, cv=report, pages=pages)
+        trained = train(data, model, seed=seeds[0], cv=report, pages=pages)
         print(
             f"trained {trained.model_path}: {trained.pages} pages, {trained.blocks} blocks, "
             f"main share {trained.main_share:.3f}, {trained.seconds:.0f} s, "
@@ -154,6 +155,53 @@ def cv_run(data: Path, out: Path, seed: int, model: str | None) -> dict:
         result["train"] = trained.__dict__
         (out / "cv.json").write_text(json.dumps(result))
     return result
+
+
+_TABLES = ("word_f1", "with_found", "without_leaked", "rouge5")
+
+
+def _over_seeds(runs: list[dict]) -> dict:
+    """Per table cell, the mean over ``runs`` and (``<table>_min``) the minimum."""
+    summary: dict = {"seeds": [run["seed"] for run in runs]}
+    for table in _TABLES:
+        mean: dict = {}
+        low: dict = {}
+        for file, kinds in runs[0][table].items():
+            for kind, extractors in kinds.items():
+                for extractor in extractors:
+                    values = [run[table][file][kind][extractor] for run in runs]
+                    mean.setdefault(file, {}).setdefault(kind, {})[extractor] = statistics.fmean(
+                        values
+                    )
+                    low.setdefault(file, {}).setdefault(kind, {})[extractor] = min(values)
+        summary[table], summary[f"{table}_min"] = mean, low
+    return summary
+
+
+def _print_table(result: dict) -> None:
+    """One line per file and page type: each extractor's word F1 (with the minimum over
+    seeds in brackets where ``result`` has one), snippet rates and ROUGE-5."""
+    word, rouge = result["word_f1"], result["rouge5"]
+    with_found, leaked = result["with_found"], result["without_leaked"]
+    word_min, rouge_min = result.get("word_f1_min"), result.get("rouge5_min")
+    for file, kinds in word.items():
+        for kind, extractors in kinds.items():
+            cells = []
+            for extractor, value in extractors.items():
+                cell = f"{extractor} wF1 {value:.4f}"
+                if word_min is not None:
+                    cell += f" ({word_min[file][kind][extractor]:.4f})"
+                w = with_found.get(file, {}).get(kind, {}).get(extractor)
+                o = leaked.get(file, {}).get(kind, {}).get(extractor)
+                r = rouge.get(file, {}).get(kind, {}).get(extractor)
+                if w is not None:
+                    cell += f" with {w:.3f} without {o:.3f}"
+                if r is not None:
+                    cell += f" R5 {r:.4f}"
+                    if rouge_min is not None:
+                        cell += f" ({rouge_min[file][kind][extractor]:.4f})"
+                cells.append(cell)
+            print(f"{file:15s} {kind:14s} " + " | ".join(cells))
 
 
 def speed_run(data: Path, out: Path, repeat: int, model: str | None, file: str, every: int) -> dict:
@@ -287,7 +335,7 @@ def main() -> None:
     parser.add_argument("what", choices=("labels", "cv", "speed", "stages"))
     parser.add_argument("--data", default="../shared/data")
     parser.add_argument("--out", default="out/learned")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, nargs="+", default=[0], help="cv: one or several seeds")
     parser.add_argument("--train", metavar="MODEL", help="cv: then train and write MODEL")
     parser.add_argument("--model", help="speed: model file (default: the shipped one)")
     parser.add_argument("--repeat", type=int, default=3)
