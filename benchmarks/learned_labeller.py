@@ -121,7 +121,8 @@ def cv_run(data: Path, out: Path, seeds: list[int], model: str | None) -> dict:
     started = time.perf_counter()
     pages = load_pages(data)
     _log(f"prepared {len(pages)} pages in {time.perf_counter() - started:.0f} s")
-    runs: list[tuple[CVReport, dict]] = []
+    runs: list[dict] = []
+    first: CVReport | None = None  # the first seed's report: what --train calibrates on
     for seed in seeds:
         report = cross_validate(data, seed=seed, pages=pages, cache_dir=out, log=_log)
         rule, rule_check = fit_second_opinion(report.results, seed)
@@ -135,17 +136,18 @@ def cv_run(data: Path, out: Path, seeds: list[int], model: str | None) -> dict:
         print(f"routes {result['routes']}")
         _print_table(result)
         (out / f"cv-seed{seed}.json").write_text(json.dumps(result))
-        if not runs:
+        if first is None:
+            first = report
             (out / "cv.json").write_text(json.dumps(result))
-        runs.append((report, result))
+        runs.append(result)
     if len(runs) > 1:
-        summary = _over_seeds([result for _, result in runs])
+        summary = _over_seeds(runs)
         print(f"over seeds {seeds}: mean (min)")
         _print_table(summary)
         (out / "cv-seeds.json").write_text(json.dumps(summary))
-    report, result = runs[0]
+    result = runs[0]
     if model:
-        trained = train(data, model, seed=seeds[0], cv=report, pages=pages)
+        trained = train(data, model, seed=seeds[0], cv=first, pages=pages)
         print(
             f"trained {trained.model_path}: {trained.pages} pages, {trained.blocks} blocks, "
             f"main share {trained.main_share:.3f}, {trained.seconds:.0f} s, "
