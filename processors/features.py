@@ -34,8 +34,10 @@ Feature groups (``FEATURE_NAMES`` lists them in column order):
 
 The context pass (``context_features``, ``CONTEXT_NAMES``): a second model reads these
 columns plus what the first model thought of the block's surroundings (its neighbours'
-main probabilities, window and container means, the page's share of main text), so a
-block's label can follow the region it sits in.
+main probabilities, window and container means, the mean over the blocks of its
+*signature*, the page's share of main text), so a block's label can follow the region it
+sits in, and the paragraphs of one place on the page (one tag / class path, numbers left
+out: a body's paragraphs, a teaser list's items) lean the same way.
 
 No feature names a site, a URL or a string from the training data: the only words used are
 the generic class/id vocabularies below, and class/id tokens are hashed.
@@ -53,7 +55,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from processors.page_hints import HINTS
 
-FEATURE_VERSION = 3  # 3: the context pass (model files carry its booster)
+FEATURE_VERSION = 4  # 3: the context pass (model files carry its booster); 4: signatures
 _HINT_SET = frozenset(HINTS)
 
 _TAG_LIST = (
@@ -85,6 +87,7 @@ _DECAY = (1.0, 0.5, 0.33, 0.25, 0.2)
 
 _CLASS_RE = re.compile(r' class="([^"]*)"')
 _NAME_SPLIT = re.compile(r"[^a-z0-9]+")
+_DIGITS = re.compile(r"[0-9]+")
 
 _SCALAR_NAMES = [
     "tag",
@@ -258,11 +261,14 @@ _TAG_JOINED = re.compile(r"<[^>\x00]*>")
 
 class PageFeatures(NamedTuple):
     """A page's feature matrix and where each block sits: the index of its parent and
-    grandparent container (-1: none), which the context pass averages over."""
+    grandparent container (-1: none) and its signature (a code shared by the blocks of one
+    tag / class path from the root, numbers in class and id left out; -1: unplaced), which
+    the context pass averages over."""
 
     matrix: np.ndarray
     parent: np.ndarray
     grandparent: np.ndarray
+    signature: np.ndarray
 
 
 def page_features(
@@ -286,7 +292,8 @@ def block_features(
     n = len(mapping_blocks)
     X = np.zeros((n, N_FEATURES), dtype=np.float32)
     if n == 0:
-        return PageFeatures(X, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+        none = np.zeros(0, dtype=np.int64)
+        return PageFeatures(X, none, none, none)
     tree = LexborHTMLParser(simplified_html)
     root = tree.body or tree.root
     raw_containers, found = _walk(root) if root is not None else ([], {})
@@ -347,6 +354,13 @@ def block_features(
     # -- blocks in the simplified tree: tag path and class words ------------------------
     tag_list = [0] * n
     parent_list = [-1] * n
+    signature_list = [-1] * n
+    paths: dict[tuple[int, str, str], int] = {}  # (parent's path, tag, class/id) -> code
+    c_path = [0] * n_cont
+    for c in range(n_cont):
+        p = c_parent[c]
+        step = (c_path[p] if p >= 0 else -1, c_tag[c], _DIGITS.sub("", c_key[c]))
+        c_path[c] = paths.setdefault(step, len(paths))
     own_negative = [0] * n
     own_positive = [0] * n
     for item, (tag, names, parent) in found.items():
@@ -355,6 +369,8 @@ def block_features(
             continue
         tag_list[i] = TAG_CODES.get(tag, 0)
         parent_list[i] = parent
+        step = (c_path[parent] if parent >= 0 else -1, tag, _DIGITS.sub("", names))
+        signature_list[i] = paths.setdefault(step, len(paths))
         if names:
             own, _inner, _anc, own_negative[i], own_positive[i] = _class_info(names)
             rows_hash.extend([i] * len(own))
@@ -527,7 +543,7 @@ def block_features(
         columns[f"win{size}_log_text"] = np.log1p(window_text)
     for name, values in columns.items():
         X[:, col[name]] = values
-    return PageFeatures(X, parents, grandparents)
+    return PageFeatures(X, parents, grandparents, np.array(signature_list, dtype=np.int64))
 
 
 # -- the context pass: what the first pass thought of the block's surroundings ----------
@@ -546,6 +562,8 @@ CONTEXT_NAMES = (
     "first_between",
     "first_parent",
     "first_grandparent",
+    "first_signature",
+    "signature_text_share",
     "first_page_mean",
     "first_page_max",
     "first_page_main_share",
@@ -569,13 +587,25 @@ def _container_mean(keys: np.ndarray, p: np.ndarray, w: np.ndarray) -> np.ndarra
     return out
 
 
+def _group_share(keys: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Per block, the share of the page's weight ``w`` on the blocks that share its key
+    (its own share where it has none)."""
+    out = w / w.sum()
+    inside = keys >= 0
+    if inside.any():
+        k = keys[inside]
+        out[inside] = np.bincount(k, weights=w[inside])[k] / w.sum()
+    return out
+
+
 def context_features(p: np.ndarray, features: PageFeatures) -> np.ndarray:
     """The context pass's extra columns (``CONTEXT_NAMES``) of one page, from the first
     pass's main probability ``p`` of every block: the block's own, its neighbours' (one
     and two away; the largest within five before and after, and the smaller of those two:
     a block between main blocks), text-weighted means over windows of 3, 7 and 15 blocks
-    and over the blocks of its parent and grandparent container, the page's mean, maximum
-    and main text share, and the block's rank on the page."""
+    and over the blocks of its parent and grandparent container and of its signature, the
+    text share of its signature's blocks, the page's mean, maximum and main text share, and
+    the block's rank on the page."""
     n = len(p)
     if n == 0:
         return np.zeros((0, len(CONTEXT_NAMES)), dtype=np.float32)
@@ -610,6 +640,8 @@ def context_features(p: np.ndarray, features: PageFeatures) -> np.ndarray:
         np.minimum(max_before, max_after),
         _container_mean(features.parent, p, w),
         _container_mean(features.grandparent, p, w),
+        _container_mean(features.signature, p, w),
+        _group_share(features.signature, w),
         mean,
         float(p.max()),
         float(w[p >= 0.5].sum() / w.sum()),

@@ -140,9 +140,10 @@ class PageData:
     weight: np.ndarray
     parent: np.ndarray
     grandparent: np.ndarray
+    signature: np.ndarray
 
     def features(self) -> PageFeatures:
-        return PageFeatures(self.X, self.parent, self.grandparent)
+        return PageFeatures(self.X, self.parent, self.grandparent, self.signature)
 
 
 def prepare_pages(
@@ -181,6 +182,7 @@ def prepare_pages(
                 weight,
                 features.parent,
                 features.grandparent,
+                features.signature,
             )
         )
         if progress is not None:

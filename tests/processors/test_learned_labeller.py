@@ -143,10 +143,13 @@ def test_labels_are_main_or_other(labeller: LearnedLabeller, page: SimplifiedPag
     assert set(outcome.labels) <= {MAIN, OTHER}
 
 
-def _context_of(p: list[float], parent: list[int], grandparent: list[int]) -> dict[str, np.ndarray]:
+def _context_of(
+    p: list[float], parent: list[int], grandparent: list[int], signature: list[int] | None = None
+) -> dict[str, np.ndarray]:
     X = np.zeros((len(p), N_FEATURES), dtype=np.float32)
     X[:, FEATURE_NAMES.index("log_text")] = np.log1p(9.0)  # every block 10 characters
-    features = PageFeatures(X, np.array(parent), np.array(grandparent))
+    signatures = np.array(signature if signature is not None else [-1] * len(p))
+    features = PageFeatures(X, np.array(parent), np.array(grandparent), signatures)
     columns = context_features(np.array(p), features)
     assert columns.shape == (len(p), len(CONTEXT_NAMES)) and np.isfinite(columns).all()
     return {name: columns[:, i] for i, name in enumerate(CONTEXT_NAMES)}
@@ -162,6 +165,28 @@ def test_the_context_pass_sees_the_first_pass_on_the_neighbours_and_containers()
     assert c["first_grandparent"][:4] == pytest.approx([0.5] * 4)
     assert c["first_page_main_share"][0] == pytest.approx(0.4)
     assert c["first_win3"][1] == pytest.approx(2 / 3)
+    assert c["first_signature"].tolist() == [1.0, 0.0, 1.0, 0.0, 0.0]  # unplaced: its own
+    assert c["signature_text_share"] == pytest.approx([0.2] * 5)
+
+
+def test_the_context_pass_averages_over_the_blocks_of_one_signature() -> None:
+    c = _context_of([0.9, 0.2, 0.4, 0.0], [0, 0, 1, 1], [-1, -1, -1, -1], [7, 3, 7, 7])
+    assert c["first_signature"][[0, 2, 3]] == pytest.approx([1.3 / 3] * 3)
+    assert c["first_signature"][1] == pytest.approx(0.2)
+    assert c["signature_text_share"] == pytest.approx([0.75, 0.25, 0.75, 0.75])
+
+
+def test_blocks_of_one_tag_and_class_path_share_a_signature_whatever_their_numbers() -> None:
+    html = (
+        '<div class="body"><p _item_id="1">a</p><p _item_id="2">b</p></div>'
+        '<div class="post-12"><p _item_id="3">c</p></div>'
+        '<div class="post-7"><p _item_id="4">d</p><p class="x" _item_id="5">e</p></div>'
+        '<ul class="body"><li _item_id="6">f</li></ul>'
+    )
+    blocks = ["<p>a</p>", "<p>b</p>", "<p>c</p>", "<p>d</p>", '<p class="x">e</p>', "<li>f</li>"]
+    signature = block_features(html, blocks).signature.tolist()
+    assert signature[0] == signature[1] and signature[2] == signature[3]
+    assert len({signature[0], signature[2], signature[4], signature[5]}) == 4
 
 
 def test_block_features_place_each_block_under_its_containers(page: SimplifiedPage) -> None:
@@ -169,7 +194,12 @@ def test_block_features_place_each_block_under_its_containers(page: SimplifiedPa
     assert np.array_equal(
         features.matrix, page_features(page.simplified_html, page.mapping_blocks, page.title)
     )
-    assert len(features.parent) == len(features.grandparent) == page.block_count
+    assert (
+        len(features.parent)
+        == len(features.grandparent)
+        == len(features.signature)
+        == page.block_count
+    )
     assert (features.parent >= 0).any() and (features.grandparent <= features.parent.max()).all()
 
 
