@@ -42,7 +42,7 @@ site's next pages without the teacher.
   pages of one domain keep separate templates.
 - **Serving** (``Cluster.serve``) needs both: every block of the page has a vote and the
   votes' mean share, the block agreement with the teacher to expect, is at least
-  ``agreement`` (0.98); and the cluster is *verified*: on each of its last
+  ``expected_agreement`` (0.97); and the cluster is *verified*: on each of its last
   ``verify_pages`` teacher-labelled pages that it could have served so, its labels agreed
   with the teacher's on at least ``agreement`` of the blocks. Otherwise the teacher labels
   the page and the template learns. A teacher labels some blocks of one place both ways
@@ -51,7 +51,11 @@ site's next pages without the teacher.
   would never serve those pages, and one verified on pages it could not have served
   would measure what it does not claim. (Measured on two documentation sites, against the
   former rule, a 0.9 majority per block and verification on every teacher page: 231
-  pages served instead of 115, with higher agreement; BENCHMARKS.md.)
+  pages served instead of 115, with higher agreement; BENCHMARKS.md.) The expectation
+  sits a little under the verification bar: the votes' shares carry the teacher's own
+  inconsistency, which the template's majority does not copy (with the learned teacher
+  on two documentation sites, served pages expected at 0.97 agreed with the teacher on
+  0.980-0.981 of their blocks; BENCHMARKS.md, session 17).
 - **Shadow checks**: a share of served pages (``shadow_rate``, chosen by a hash of the
   page id, so reruns choose the same pages) still goes to the teacher; a disagreement
   suspends the template until it re-verifies on fresh teacher pages.
@@ -223,6 +227,7 @@ def registrable_domain(url: str) -> str:
 @dataclass(frozen=True)
 class TemplateSettings:
     agreement: float = 0.98
+    expected_agreement: float = 0.97
     verify_pages: int = 3
     min_support: int = 2
     shadow_rate: float = 0.05
@@ -275,11 +280,11 @@ class Cluster:
     ) -> tuple[list[str] | None, str]:
         """The labels the template would give the page, or None and why not (a
         ``NOT_SERVED`` key): a block without a vote, or less agreement with the teacher
-        to expect than ``agreement``. Verification is the caller's."""
+        to expect than ``expected_agreement``. Verification is the caller's."""
         votes = [vote for block in keys if (vote := self.vote(block, settings)) is not None]
         if not votes or len(votes) < len(keys):
             return None, "unknown_blocks"
-        if sum(share for _, share in votes) < settings.agreement * len(votes):
+        if sum(share for _, share in votes) < settings.expected_agreement * len(votes):
             return None, "mixed_labels"
         return [label for label, _ in votes], ""
 

@@ -78,7 +78,12 @@ SETTINGS = (
     Setting(
         "DRIPSTREAM_TEMPLATE_AGREEMENT",
         "0.98",
-        "block agreement each needs (and a served page expects)",
+        "block agreement a template needs on each of its last teacher pages",
+    ),
+    Setting(
+        "DRIPSTREAM_TEMPLATE_EXPECTED_AGREEMENT",
+        "0.97",
+        "block agreement with the teacher a served page must expect from its blocks' votes",
     ),
     Setting("DRIPSTREAM_TEMPLATE_SHADOW_RATE", "0.05", "share of served pages the teacher checks"),
     Setting("DRIPSTREAM_TEMPLATE_SITES", "3000", "sites a worker keeps (least recent evicted)"),
@@ -142,6 +147,7 @@ class StreamSettings:
     templates: int
     template_verify_pages: int
     template_agreement: float
+    template_expected_agreement: float
     template_shadow_rate: float
     template_sites: int
     max_batch: int
@@ -197,8 +203,14 @@ class StreamSettings:
             raise SettingsError("the sink stage needs DRIPSTREAM_SINK (KIND:PATH)")
         if self.chain not in (0, 1) or self.templates not in (0, 1):
             raise SettingsError("DRIPSTREAM_CHAIN and DRIPSTREAM_TEMPLATES must be 0 or 1")
-        if not 0 <= self.template_shadow_rate <= 1 or not 0 < self.template_agreement <= 1:
-            raise SettingsError("template shadow rate and agreement are shares (0..1)")
+        shares = {
+            "DRIPSTREAM_TEMPLATE_SHADOW_RATE": (self.template_shadow_rate, 0.0),
+            "DRIPSTREAM_TEMPLATE_AGREEMENT": (self.template_agreement, None),
+            "DRIPSTREAM_TEMPLATE_EXPECTED_AGREEMENT": (self.template_expected_agreement, None),
+        }
+        for name, (share, low) in shares.items():
+            if not (low if low is not None else 1e-9) <= share <= 1:
+                raise SettingsError(f"{name}={share}: a share, {'0' if low == 0 else 'above 0'}..1")
         if self.page_timeout_s < 1 or self.page_memory_mib < 64:
             raise SettingsError(
                 "DRIPSTREAM_PAGE_TIMEOUT_S must be >= 1 and DRIPSTREAM_PAGE_MEMORY_MIB >= 64"
@@ -224,6 +236,7 @@ class StreamSettings:
     def template_settings(self) -> TemplateSettings:
         return TemplateSettings(
             agreement=self.template_agreement,
+            expected_agreement=self.template_expected_agreement,
             verify_pages=self.template_verify_pages,
             shadow_rate=self.template_shadow_rate,
             max_sites=self.template_sites,

@@ -3,6 +3,8 @@ layout clusters, bounded memory and its state round trip."""
 
 from __future__ import annotations
 
+import pytest
+
 from processors.labellers.base import LabelOutcome
 from processors.pipeline import PipelineSettings, simplify_page
 from processors.templates import (
@@ -393,3 +395,19 @@ def test_a_selector_from_a_generalised_class_still_selects_its_blocks() -> None:
     assert selector == 'div#content > div[class*="sect"] > p'
     found = [node.text() for node in LexborHTMLParser(page.simplified_html).css(selector)]
     assert any("description section" in text for text in found)
+
+
+@pytest.mark.parametrize(("expected", "served"), [(0.97, True), (0.98, False)])
+def test_a_page_is_served_only_when_its_votes_expect_the_expected_agreement(
+    expected: float, served: bool
+) -> None:
+    settings = TemplateSettings(expected_agreement=expected, verify_pages=2, shadow_rate=0)
+    cache = TemplateCache(settings)
+    teacher = ContentTeacher()
+    for n in range(12):  # every page taught: the heading is main two times in three
+        page = mixed_page(n, 60, "See also" if n % 3 == 0 else "Synopsis")
+        cache.teach(cache.consider(page), teacher.label([page])[0].labels)
+    # 13 paragraphs and the heading: (13 + 2/3) / 14 = 0.976 agreement to expect.
+    decision = cache.consider(mixed_page(60, 13, "Synopsis"))
+    assert (decision.labels is not None) is served
+    assert decision.why_not == ("" if served else "mixed_labels")

@@ -30,6 +30,9 @@ def test_each_stage_set_has_its_own_consumer_group() -> None:
         ({"DRIPSTREAM_SECURITY_PROTOCOL": "TLS"}, "security protocol"),
         ({"DRIPSTREAM_SASL_PASSWORD_FILE": "/nonexistent/secret"}, "PASSWORD_FILE"),
         ({"DRIPSTREAM_CPU_MAX_BLOCKS": "0"}, "DRIPSTREAM_CPU_MAX_BLOCKS"),
+        ({"DRIPSTREAM_TEMPLATE_EXPECTED_AGREEMENT": "97"}, "DRIPSTREAM_TEMPLATE_EXPECTED_AGREE"),
+        ({"DRIPSTREAM_TEMPLATE_AGREEMENT": "0"}, "DRIPSTREAM_TEMPLATE_AGREEMENT"),
+        ({"DRIPSTREAM_TEMPLATE_SHADOW_RATE": "-0.1"}, "DRIPSTREAM_TEMPLATE_SHADOW_RATE"),
     ],
 )
 def test_bad_settings_are_refused_with_the_variable_named(env: dict, message: str) -> None:
@@ -64,3 +67,12 @@ def test_a_run_gets_topics_and_groups_of_its_own() -> None:
     run = base.for_run("demo-7", web_port=0)
     assert run.topic_prefix == "dripstream.demo-7." and run.group_prefix == "dripstream-demo-7-"
     assert run.web_port == 0 and run.brokers == base.brokers
+
+
+def test_the_template_cache_takes_its_two_agreements_from_the_environment() -> None:
+    settings = StreamSettings.from_env(
+        {"DRIPSTREAM_TEMPLATE_AGREEMENT": "0.99", "DRIPSTREAM_TEMPLATE_EXPECTED_AGREEMENT": "0.95"}
+    ).template_settings()
+    assert (settings.agreement, settings.expected_agreement) == (0.99, 0.95)
+    default = StreamSettings.from_env({}).template_settings()
+    assert (default.agreement, default.expected_agreement) == (0.98, 0.97)
