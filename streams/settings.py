@@ -203,14 +203,16 @@ class StreamSettings:
             raise SettingsError("the sink stage needs DRIPSTREAM_SINK (KIND:PATH)")
         if self.chain not in (0, 1) or self.templates not in (0, 1):
             raise SettingsError("DRIPSTREAM_CHAIN and DRIPSTREAM_TEMPLATES must be 0 or 1")
-        shares = {
-            "DRIPSTREAM_TEMPLATE_SHADOW_RATE": (self.template_shadow_rate, 0.0),
-            "DRIPSTREAM_TEMPLATE_AGREEMENT": (self.template_agreement, None),
-            "DRIPSTREAM_TEMPLATE_EXPECTED_AGREEMENT": (self.template_expected_agreement, None),
-        }
-        for name, (share, low) in shares.items():
-            if not (low if low is not None else 1e-9) <= share <= 1:
-                raise SettingsError(f"{name}={share}: a share, {'0' if low == 0 else 'above 0'}..1")
+        if not 0 <= self.template_shadow_rate <= 1:
+            raise SettingsError(
+                f"DRIPSTREAM_TEMPLATE_SHADOW_RATE={self.template_shadow_rate}: a share, 0..1"
+            )
+        for name, share in (
+            ("DRIPSTREAM_TEMPLATE_AGREEMENT", self.template_agreement),
+            ("DRIPSTREAM_TEMPLATE_EXPECTED_AGREEMENT", self.template_expected_agreement),
+        ):
+            if not 0 < share <= 1:
+                raise SettingsError(f"{name}={share}: a share above 0, at most 1")
         if self.page_timeout_s < 1 or self.page_memory_mib < 64:
             raise SettingsError(
                 "DRIPSTREAM_PAGE_TIMEOUT_S must be >= 1 and DRIPSTREAM_PAGE_MEMORY_MIB >= 64"
