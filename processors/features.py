@@ -195,6 +195,22 @@ def _class_info(names: str) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int
     return info
 
 
+_undigited: dict[str, str] = {}
+
+
+def _without_digits(names: str) -> str:
+    """A class/id string without its digits (a signature step), memoised: the same strings
+    recur on every page of a site."""
+    if not names:
+        return names
+    found = _undigited.get(names)
+    if found is None:
+        found = _DIGITS.sub("", names)
+        if len(_undigited) < _CACHE_LIMIT:
+            _undigited[names] = found
+    return found
+
+
 def _walk(root: LexborNode) -> tuple[list[tuple], dict[int, tuple]]:
     """Containers as (tag, class/id string, parent index, depth), parents before children,
     and per block id (tag, class/id string, parent container index)."""
@@ -359,7 +375,7 @@ def block_features(
     c_path = [0] * n_cont
     for c in range(n_cont):
         p = c_parent[c]
-        step = (c_path[p] if p >= 0 else -1, c_tag[c], _DIGITS.sub("", c_key[c]))
+        step = (c_path[p] if p >= 0 else -1, c_tag[c], _without_digits(c_key[c]))
         c_path[c] = paths.setdefault(step, len(paths))
     own_negative = [0] * n
     own_positive = [0] * n
@@ -369,7 +385,7 @@ def block_features(
             continue
         tag_list[i] = TAG_CODES.get(tag, 0)
         parent_list[i] = parent
-        step = (c_path[parent] if parent >= 0 else -1, tag, _DIGITS.sub("", names))
+        step = (c_path[parent] if parent >= 0 else -1, tag, _without_digits(names))
         signature_list[i] = paths.setdefault(step, len(paths))
         if names:
             own, _inner, _anc, own_negative[i], own_positive[i] = _class_info(names)

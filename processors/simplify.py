@@ -80,8 +80,16 @@ _NOT_NESTING = VOID_TAGS | frozenset(
 _RUBY_PARTS = frozenset(("rb", "rt", "rtc", "rp"))
 _FOREIGN = frozenset(("svg", "math"))
 _FORMATTING = frozenset("a b big code em font i nobr s small strike strong tt u".split())
-_LONGER_FORMATTING = "|".join(sorted(_FORMATTING - {"a", "b", "i", "s", "u"}))
-_FORMATTING_START = re.compile(rf"<(?:[bisu]|{_LONGER_FORMATTING})[\s/>]", re.I)
+
+
+def _any_case(word: str) -> str:
+    """A pattern of ``word`` in any letter case (``em`` -> ``[eE][mM]``): over a whole
+    page, faster than the same pattern under ``re.IGNORECASE``."""
+    return "".join(f"[{c.lower()}{c.upper()}]" for c in word)
+
+
+_LONGER_FORMATTING = "|".join(map(_any_case, sorted(_FORMATTING - {"a", "b", "i", "s", "u"})))
+_FORMATTING_START = re.compile(rf"<(?:[bisuBISU]|{_LONGER_FORMATTING})[\s/>]")
 # At most one open at a time: a new one closes the one before.
 _ONE_OPEN = frozenset(("a", "nobr", "button", "form"))
 # Start tags where formatting elements opened inside the previous block are re-created.
@@ -684,7 +692,7 @@ def check_markup(html: str, config: SimplifyConfig | None = None) -> None:
     # only needed when that is not bound enough.
     starts = opens if opens <= PARSE_DEPTH_LIMIT else opens - html.count("</")
     if starts <= PARSE_DEPTH_LIMIT:
-        formatting_starts = sum(1 for _ in _FORMATTING_START.finditer(html))
+        formatting_starts = len(_FORMATTING_START.findall(html))
         if starts * (formatting_starts + 2) <= limit:
             return
     depth = ruby = foreign = 0
