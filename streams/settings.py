@@ -78,7 +78,7 @@ SETTINGS = (
     Setting(
         "DRIPSTREAM_TEMPLATE_AGREEMENT",
         "0.98",
-        "block agreement a template needs on each of its last teacher pages",
+        "block agreement a template needs over its last teacher pages (pooled) and shadow pages",
     ),
     Setting(
         "DRIPSTREAM_TEMPLATE_EXPECTED_AGREEMENT",

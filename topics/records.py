@@ -207,10 +207,12 @@ class PageRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 class ClusterState(msgspec.Struct, frozen=True, kw_only=True):
     """One layout cluster of a site template: label counts per block signature
-    (main, other) and the agreement with the teacher on its last teacher pages."""
+    (main, other) and the agreement with the teacher on its last teacher pages (and their
+    block counts, which weigh them: a state without them weighs each page once)."""
 
     counts: dict[str, tuple[int, int]]
     recent: list[float] = []
+    recent_blocks: list[int] = []
     suspended: bool = False
     served: int = 0
     taught: int = 0

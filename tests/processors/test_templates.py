@@ -21,7 +21,7 @@ from processors.templates import (
     registrable_domain,
 )
 from topics.codecs import from_msgpack, to_msgpack
-from topics.records import MAIN, OTHER, RawPage, SimplifiedPage, SiteState
+from topics.records import MAIN, OTHER, ClusterState, RawPage, SimplifiedPage, SiteState
 
 
 def simplified(url: str, html: str) -> SimplifiedPage:
@@ -186,6 +186,38 @@ def test_the_state_survives_a_round_trip_through_its_record() -> None:
     teacher = Teacher()
     [outcome] = TemplateCascade(teacher, fresh).label([article("example.com", 60)])
     assert outcome.labeller == TEMPLATE_LABELLER and teacher.calls == 0
+
+
+def test_verification_pools_the_blocks_of_the_last_teacher_pages() -> None:
+    settings = TemplateSettings(verify_pages=3, agreement=0.98)
+    cluster = Cluster(settings.verify_pages)
+    # A short page with one of its 10 blocks labelled the other way, then two long pages
+    # that agree: 199 of 200 blocks agree, though one page alone is at 0.9.
+    for agreement, blocks in ((0.9, 10), (1.0, 95), (1.0, 95)):
+        cluster.remember(agreement, blocks)
+    assert cluster.recent_agreement() == pytest.approx(199 / 200)
+    assert cluster.verified(settings)
+    # A long page that disagrees on a tenth of its blocks is a tenth of the evidence.
+    cluster.remember(0.9, 100)
+    assert cluster.recent_agreement() == pytest.approx(280 / 290)
+    assert not cluster.verified(settings)
+
+
+def test_a_state_saved_without_block_counts_weighs_each_page_once() -> None:
+    settings = TemplateSettings(verify_pages=2)
+    old = SiteState(
+        site="example.com",
+        clusters=[ClusterState(counts={"p": (5, 0)}, recent=[1.0, 0.96])],
+    )
+    cache = TemplateCache(settings)
+    cache.load(from_msgpack(to_msgpack(old), SiteState), "example.com")
+    [cluster] = cache.sites["example.com"]
+    assert cluster.recent_agreement() == pytest.approx(0.98)
+    cluster.remember(1.0, 40)  # until the window holds counted pages only, pages weigh once
+    assert cluster.recent_agreement() == pytest.approx(0.98)
+    cluster.remember(0.9, 10)
+    assert cluster.recent_agreement() == pytest.approx(49 / 50)
+    assert cache.state("example.com").clusters[0].recent_blocks == [40, 10]
 
 
 def test_the_export_gives_css_selectors_of_the_main_and_excluded_regions() -> None:
