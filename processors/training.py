@@ -98,6 +98,13 @@ NUM_TREES = 50  # the first pass
 CONTEXT_TREES = 80  # the context pass
 CONTEXT_FOLDS = 3  # folds by site for the first-pass probabilities the context pass learns on
 THRESHOLD = 0.5
+# On a page whose most likely block is main but below THRESHOLD + MARGIN, the blocks within
+# MARGIN of it are main too (``LearnedModel.main_blocks``). Chosen on the grouped CV's
+# out-of-fold probabilities (seed 0, pages with no main block left to the fallback): 0.25 /
+# 0.3 / 0.35 raised wcxb_dev by +0.004 / +0.006 / +0.006; 0.25 and 0.3 kept every group
+# level or ahead (the news files within 0.0003), 0.35 lost products (-0.003; BENCHMARKS.md,
+# session 18).
+MARGIN = 0.3
 # CPU labellers read no prompt: their budget is a block cap, as in the CLI and the stream.
 EVAL_SETTINGS = PipelineSettings(budget=TokenBudget.cpu())
 
@@ -252,6 +259,7 @@ def fit_model(
         fit(pages, seed, num_trees),
         THRESHOLD,
         context_booster=fit(pages, seed, context_trees, context),
+        margin=MARGIN,
     )
 
 

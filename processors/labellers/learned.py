@@ -19,7 +19,14 @@ the first booster reads the block features alone; the context booster reads them
 the first thought of the block's surroundings (``features.context_features``: neighbours,
 windows, the block's containers, the page), so a heading or a short paragraph inside the
 article follows the article and a card among rejected cards follows the cards. Block label
-main where the context booster's p >= the model's threshold (chosen on cross-validation).
+main where the context booster's p >= the model's threshold (0.5), or, on a page whose most
+likely block is main but unsure (below threshold + ``margin``, 0.3), p >= that block's p
+less the margin: the page's main content is then the blocks about as likely as its best
+one (card grids, listings: on the grouped CV's out-of-fold pages, seed 0, the margin raised
+wcxb_dev collections by +0.045 word F1, listings +0.015, products +0.004, every other
+group level or ahead; BENCHMARKS.md, session 18). A page with no block at the threshold
+keeps none: the fallback does better there than the model's best guesses (products -0.004
+when they were kept).
 The context booster is trained on first-pass probabilities of pages the first booster did
 not see (``processors.training.fit_model``), as it meets them at run time.
 
@@ -109,10 +116,12 @@ class LearnedModel:
         meta: dict[str, Any] | None = None,
         second_opinion: SecondOpinion | None = None,
         context_booster: Booster | None = None,
+        margin: float = 0.0,
     ) -> None:
         self.booster = booster
         self.context_booster = context_booster
         self.threshold = threshold
+        self.margin = margin
         self.calibration = calibration
         self.meta = meta or {}
         self.second_opinion = second_opinion
@@ -136,6 +145,7 @@ class LearnedModel:
             meta=document.get("meta", {}),
             second_opinion=SecondOpinion(**rule) if rule else None,
             context_booster=Booster(context) if context else None,
+            margin=float(document.get("margin", 0.0)),
         )
 
     def save(self, path: str | Path) -> None:
@@ -144,6 +154,7 @@ class LearnedModel:
             "feature_version": FEATURE_VERSION,
             "feature_names": list(FEATURE_NAMES),
             "threshold": self.threshold,
+            "margin": self.margin,
             "calibration": self.calibration,
             "second_opinion": self.second_opinion._asdict() if self.second_opinion else None,
             "meta": self.meta,
@@ -164,6 +175,14 @@ class LearnedModel:
         if self.context_booster is None:
             return first
         return self.context_booster.predict(np.hstack((X, context_features(first, features))))
+
+    def main_blocks(self, probabilities: np.ndarray) -> np.ndarray:
+        """Which blocks are main: p >= the threshold, or within ``margin`` of the page's
+        most likely block when that one is main but below threshold + margin."""
+        best = float(probabilities.max()) if len(probabilities) else 0.0
+        if best < self.threshold:
+            return probabilities >= self.threshold
+        return probabilities >= min(self.threshold, best - self.margin)
 
     def calibrate(self, raw: float) -> float:
         if not self.calibration:
@@ -201,7 +220,7 @@ class LearnedLabeller:
         """(labels, calibrated confidence, raw confidence) of one page."""
         features = block_features(page.simplified_html, page.mapping_blocks, page.title, page.hints)
         probabilities = self.model.predict(features)
-        main = probabilities >= self.model.threshold
+        main = self.model.main_blocks(probabilities)
         labels = [MAIN if flag else OTHER for flag in main.tolist()]
         raw = raw_confidence(probabilities, features.matrix)
         confidence = self.model.calibrate(raw) if main.any() else 0.0

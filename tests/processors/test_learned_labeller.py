@@ -128,6 +128,30 @@ def test_isotonic_calibration_is_monotone() -> None:
     assert fitted["y"][0] >= 0.0 and fitted["y"][-1] <= 1.0
 
 
+def test_an_unsure_page_keeps_the_blocks_near_its_best_one() -> None:
+    model = LearnedModel.load()
+    model.threshold, model.margin = 0.5, 0.3
+    # A sure page: the threshold alone decides.
+    sure = model.main_blocks(np.array([0.95, 0.6, 0.45, 0.1]))
+    assert sure.tolist() == [True, True, False, False]
+    # The best block is main but unsure (0.7): the bar comes down to 0.4.
+    assert model.main_blocks(np.array([0.7, 0.42, 0.38])).tolist() == [True, True, False]
+    # No block reaches 0.5: none is main (the page goes to the fallback).
+    assert not model.main_blocks(np.array([0.45, 0.3, 0.2])).any()
+    assert model.main_blocks(np.zeros(0)).tolist() == []
+
+
+def test_the_margin_is_saved_with_the_model(tmp_path: Path) -> None:
+    model = LearnedModel.load()
+    model.margin = 0.25
+    model.save(tmp_path / "model.json")
+    assert LearnedModel.load(tmp_path / "model.json").margin == 0.25
+    document = json.loads((tmp_path / "model.json").read_text())
+    del document["margin"]  # a model file from before the margin: the threshold alone
+    (tmp_path / "old.json").write_text(json.dumps(document))
+    assert LearnedModel.load(tmp_path / "old.json").margin == 0.0
+
+
 def test_folds_never_split_a_site() -> None:
     groups = ["a", "a", "b", "c", "c", "c", "d", "e", "f", "f"]
     folds = group_folds(groups, 3, seed=1)
