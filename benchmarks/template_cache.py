@@ -24,7 +24,8 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from processors.labellers.registry import build_labeller, reads_prompt
+from gpu_worker.profiles import DEFAULT_PROFILE, load_profile, pipeline_settings
+from processors.labellers.registry import build_labeller
 from processors.pipeline import PipelineSettings, extract_pages
 from processors.reconstruct import reconstruct
 from processors.scoring import score_page
@@ -36,7 +37,6 @@ from processors.templates import (
     TemplateSettings,
     registrable_domain,
 )
-from processors.tokens import TokenBudget
 from processors.wordf1 import word_score
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -62,15 +62,15 @@ def markdown_of(page, labels: list[str]) -> str:
     return reconstruct(page.mapping_blocks, labels, base_url=page.url).markdown
 
 
+def teacher_settings(teacher_name: str) -> PipelineSettings:
+    """The teacher's budget as the CLI and the stream give it (the default profile's
+    context for a prompt labeller, a block cap for a CPU one)."""
+    return pipeline_settings(load_profile(DEFAULT_PROFILE), teacher_name)
+
+
 def run_site(pages: list[dict], teacher_name: str, settings: TemplateSettings) -> dict:
     raws = [raw_page_from_row(row) for row in pages]
-    # The teacher's budget as the CLI and the stream give it: a context for a prompt
-    # labeller, a block cap for a CPU one (large pages reach it, not the fallback).
-    pipeline = (
-        PipelineSettings()
-        if reads_prompt(teacher_name)
-        else PipelineSettings(budget=TokenBudget.cpu())
-    )
+    pipeline = teacher_settings(teacher_name)
     teacher = build_labeller(teacher_name)
     alone = extract_pages(raws, teacher, pipeline)
     cascade = TemplateCascade(build_labeller(teacher_name), TemplateCache(settings), audit=True)

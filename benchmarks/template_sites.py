@@ -32,13 +32,12 @@ import subprocess
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from template_cache import run_site
+from template_cache import run_site, teacher_settings
 
 from processors.labellers.registry import build_labeller
-from processors.pipeline import PipelineSettings, simplify_page
+from processors.pipeline import simplify_page
 from processors.sources import raw_page_from_row
 from processors.templates import BACKOFF_MARK, NOT_SERVED, TemplateCache, TemplateSettings
-from processors.tokens import TokenBudget
 from topics.records import SimplifiedPage
 
 SITES_DIR = Path("out/sites")
@@ -97,7 +96,7 @@ def why(rows: list[dict], teacher_name: str, top: int = 8) -> dict[str, object]:
     """Why the pages the cache did not serve went to the teacher (see the docstring)."""
     teacher = build_labeller(teacher_name)
     cache = TemplateCache(TemplateSettings())
-    settings = PipelineSettings(budget=TokenBudget.cpu())
+    settings = teacher_settings(teacher_name)
     reasons: Counter[str] = Counter()
     unsure: Counter[str] = Counter()
     for row in rows:
