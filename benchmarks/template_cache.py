@@ -25,6 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from gpu_worker.profiles import DEFAULT_PROFILE, load_profile, pipeline_settings
+from processors.errors import NothingSelected
 from processors.labellers.registry import build_labeller
 from processors.pipeline import PipelineSettings, extract_pages
 from processors.reconstruct import reconstruct
@@ -59,7 +60,12 @@ def sites(rows: list[dict], min_pages: int) -> dict[str, list[dict]]:
 
 
 def markdown_of(page, labels: list[str]) -> str:
-    return reconstruct(page.mapping_blocks, labels, base_url=page.url).markdown
+    """The Markdown the labels reconstruct; empty when they select no block (the
+    pipeline sends such a page to the fallback)."""
+    try:
+        return reconstruct(page.mapping_blocks, labels, base_url=page.url).markdown
+    except NothingSelected:
+        return ""
 
 
 def teacher_settings(teacher_name: str) -> PipelineSettings:

@@ -12,7 +12,11 @@ site's next pages without the teacher.
   a paragraph of prose in the same place are different blocks to any teacher. An id
   counts only when it is one lowercase word (``content``, ``sidebar``): other ids name
   one page's element (``sql-createtable-examples``, ``VIEW-PG-ROLES``, ``post-4711``),
-  and with them no two pages of a site would share a section's signature. Class tokens
+  and with them no two pages of a site would share a section's signature. Nor does a
+  one-word id that spells the heading opening its element (``<section id="sockets"><h2>
+  Sockets</h2>``: a table-of-contents anchor, as documentation generators write them):
+  on the Python documentation such anchors made 2,498 of 3,312 signatures unique to one
+  page (BENCHMARKS.md, session 19). Class tokens
   are generalised first (``generalise``): digit runs become ``#`` and machine-made parts
   (CSS modules ``name__hash``, ``css-1q2w3e``, ``sc-AbCdE``, long letter-digit mixes, and
   mixed-case letter runs that do not read as camelCase words, such as ``cSNCliWjnECzm``)
@@ -59,10 +63,15 @@ site's next pages without the teacher.
   sits a little under the verification bar: the votes' shares carry the teacher's own
   inconsistency, which the template's majority does not copy (with the learned teacher
   on two documentation sites, served pages expected at 0.97 agreed with the teacher on
-  0.980-0.981 of their blocks; BENCHMARKS.md, session 17).
+  0.980-0.981 of their blocks; BENCHMARKS.md, session 17). A template that would label
+  no block of a page main does not serve it: the teacher decides whether it has any.
 - **Shadow checks**: a share of served pages (``shadow_rate``, chosen by a hash of the
-  page id, so reruns choose the same pages) still goes to the teacher; a disagreement
-  suspends the template until it re-verifies on fresh teacher pages.
+  page id, so reruns choose the same pages) still goes to the teacher. The page joins the
+  verification window; a disagreement, the window's pooled agreement falling under
+  ``agreement``, suspends the template until it re-verifies on fresh teacher pages. (A
+  check of the shadow page alone at ``agreement`` is stricter than the verification that
+  let the template serve: on the Python documentation 8 of 13 shadow pages fell under it,
+  each a suspension; pooled, 5 of 15 suspend; BENCHMARKS.md, session 19.)
 - **Bounded memory**: at most ``max_sites`` domains (least recently used evicted), at
   most ``max_clusters`` layouts per domain and ``max_signatures`` signatures per layout,
   and as many back-off signatures (the least seen dropped). Back-off signatures live in
@@ -97,6 +106,8 @@ BACKOFF_MARK = "*>"  # back-off signatures start with it (a CSS selector: any an
 LINKS_MARK = "~links"  # ends the signature of a block whose text is mostly link text
 LINKS_SHARE = 0.6
 _LAYOUT_ID = re.compile(r"^[a-z]+$")  # an id that names a region: content, sidebar, footer
+_HEADINGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
+_NOT_ALNUM = re.compile(r"[^a-z0-9]+")
 
 _DIGITS = re.compile(r"\d+")
 _CSS_MODULE = re.compile(r"^(.+?)__[A-Za-z0-9_-]{4,}$")  # Header_title__3xYz1
@@ -160,6 +171,16 @@ def _class_token(token: str) -> str | None:
     return generalise(token)
 
 
+def _anchor(node: LexborNode, element_id: str) -> bool:
+    """The id is a table-of-contents anchor, the slug of the heading that opens the
+    element (``<section id="sockets"><h2>Sockets</h2>``) or of the heading itself: it
+    names a place in one page's text, not a region of the layout."""
+    head = node if node.tag in _HEADINGS else next(node.iter(), None)
+    if head is None or head.tag not in _HEADINGS:
+        return False
+    return _NOT_ALNUM.sub("", (head.text(deep=True) or "").lower()) == element_id
+
+
 def _step(node: LexborNode) -> str:
     attributes = node.attributes
     classes = sorted(
@@ -167,7 +188,7 @@ def _step(node: LexborNode) -> str:
     )
     element_id = attributes.get("id")
     step = node.tag
-    if element_id and _LAYOUT_ID.match(element_id):
+    if element_id and _LAYOUT_ID.match(element_id) and not _anchor(node, element_id):
         step += f"#{element_id}"
     return step + "".join(f".{name}" for name in classes)
 
@@ -292,6 +313,8 @@ class Cluster:
             return None, "unknown_blocks"
         if sum(share for _, share in votes) < settings.expected_agreement * len(votes):
             return None, "mixed_labels"
+        if all(label != MAIN for label, _ in votes):
+            return None, "nothing_main"
         return [label for label, _ in votes], ""
 
     def remember(self, agreement: float, blocks: int) -> None:
@@ -377,6 +400,8 @@ NOT_SERVED = {
     "unknown_blocks": "a block of the page has no vote (too little evidence, or against)",
     "mixed_labels": "the teacher labelled the page's blocks too inconsistently to expect "
     "the agreement a served page needs",
+    "nothing_main": "the template would label no block of the page main (the teacher "
+    "decides whether it has any)",
 }
 
 
@@ -452,16 +477,17 @@ class TemplateCache:
         )
         if guess is not None:
             agreement = sum(a == b for a, b in zip(guess, labels, strict=True)) / len(labels)
-            if decision.shadow and agreement < self.settings.agreement:
+            if cluster.suspended and not decision.shadow:
+                cluster.forget()
+                cluster.suspended = False
+            cluster.remember(agreement, len(labels))
+            # A shadow page joins the verification window: the template fails its check
+            # when it no longer passes the bar that let it serve.
+            if decision.shadow and cluster.recent_agreement() < self.settings.agreement:
                 self.counts["disagreement"] += 1
                 self.counts["suspended"] += 1
                 cluster.suspended = True
                 cluster.forget()
-            else:
-                if cluster.suspended and not decision.shadow:
-                    cluster.forget()
-                    cluster.suspended = False
-                cluster.remember(agreement, len(labels))
         if not decision.shadow:
             self.counts["teacher"] += 1
         cluster.learn(decision.keys, labels, self.settings)

@@ -133,6 +133,20 @@ def test_the_cache_says_why_it_left_a_page_to_the_teacher() -> None:
     assert decide(novel) == "unknown_blocks"
 
 
+def test_a_template_that_would_select_nothing_leaves_the_page_to_the_teacher() -> None:
+    cache = TemplateCache(TemplateSettings(verify_pages=2, shadow_rate=0))
+    served = 0
+    for n in range(8):  # a teacher that finds nothing main on this site's pages
+        decision = cache.consider(article("example.com", n))
+        served += decision.labels is not None
+        cache.teach(decision, [OTHER] * len(decision.keys))
+    [cluster] = cache.sites["example.com"]
+    keys = cache.consider(article("example.com", 99)).keys
+    assert all(cluster.vote(block, cache.settings) == (OTHER, 1.0) for block in keys)
+    assert cluster.serve(keys, cache.settings) == (None, "nothing_main")
+    assert served == 0
+
+
 def test_another_layout_of_the_same_domain_gets_its_own_cluster() -> None:
     cache = TemplateCache(TemplateSettings(verify_pages=2, shadow_rate=0))
     cascade = TemplateCascade(Teacher(), cache)
@@ -164,6 +178,31 @@ def test_a_shadow_check_that_disagrees_suspends_the_template() -> None:
     assert cache.counts["suspended"] == 1
     [after] = cascade.label([article("example.com", 52)])
     assert after.labeller != TEMPLATE_LABELLER, "suspended until it re-verifies"
+
+
+def test_a_shadow_check_pools_with_the_pages_that_verified_the_template() -> None:
+    cache = TemplateCache(TemplateSettings(verify_pages=3, agreement=0.98, shadow_rate=0))
+    cascade = TemplateCascade(Teacher(), cache)
+    for n in range(6):
+        cascade.label([article("example.com", n)])
+    [cluster] = cache.sites["example.com"]
+    assert cluster.verified(cache.settings)
+    blocks = len(cache.consider(article("example.com", 60)).keys)
+    cache.settings = TemplateSettings(verify_pages=3, agreement=0.98, shadow_rate=1.0)
+    # One block the other way on a page of a few blocks: under 0.98 on its own, but with
+    # the two pages before it the template still agrees on 0.98 of the blocks.
+    cluster.remember(1.0, 100)
+    cluster.remember(1.0, 100)
+    decision, later = (cache.consider(article("example.com", n)) for n in (61, 62))
+    assert decision.shadow and later.shadow
+    labels = list(decision.labels)
+    labels[-1] = MAIN if labels[-1] == OTHER else OTHER
+    cache.teach(decision, labels)
+    assert 1 - 1 / blocks < 0.98 and cluster.verified(cache.settings)
+    assert cache.counts["disagreement"] == 0
+    # A page it gets wrong throughout fails the check and suspends the template.
+    cache.teach(later, [MAIN if label == OTHER else OTHER for label in later.labels])
+    assert cache.counts["disagreement"] == 1 and not cluster.verified(cache.settings)
 
 
 def test_memory_is_bounded_by_the_site_cap() -> None:
@@ -405,6 +444,24 @@ def test_ids_that_name_one_pages_element_do_not_split_a_layout() -> None:
     assert all(signature.startswith("div#content>") for signature in one)
     sidebar = block_signatures(sections_page(3, ["synopsis"], "sidebar").simplified_html)
     assert not set(sidebar) & set(one)  # a one-word id names a region: it stays
+
+
+def test_a_heading_anchor_id_does_not_split_a_layout_but_a_region_id_does() -> None:
+    def page(number: int, topics: list[str]) -> SimplifiedPage:
+        sections = "".join(
+            f'<section id="{topic}"><h2>{topic.title()}</h2>'
+            f"<p>How the {topic} part of module {number} works, in ordinary prose.</p></section>"
+            for topic in topics
+        )
+        comments = '<section id="comments"><h3>Your say</h3><p>A reader wrote this.</p></section>'
+        html = f'<html><body><div id="content">{sections}</div>{comments}'
+        return simplified(f"https://docs.example.org/m{number}.html", html)
+
+    one = block_signatures(page(1, ["sockets", "history"]).simplified_html)
+    two = block_signatures(page(2, ["streams", "helpers"]).simplified_html)
+    assert one == two  # anchors named after each page's own headings are left out
+    assert one[0] == "div#content>section>h2"
+    assert one[-1] == "section#comments>p"  # its heading does not spell it: a region
 
 
 def test_a_line_of_links_is_not_the_prose_block_in_the_same_place() -> None:
