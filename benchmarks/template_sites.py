@@ -2,8 +2,10 @@
 
 The shared data has three sites of 10 or more pages. This benchmark takes whole real
 sites instead: the HTML documentation of PostgreSQL 15 (1,169 pages) and of Python 3.11
-(530 pages) as Debian ships them, fetched by ``--fetch`` (``apt-get download`` and
-``dpkg-deb -x`` into ``out/sites``, no root needed). Pages go through the pipeline in a
+(530 pages) as Debian ships them, and that of Git (242 pages, AsciiDoc) and Django 3.2
+(692 pages, Sphinx), added in session 19 as sites no rule of the cache was tuned on;
+fetched by ``--fetch`` (``apt-get download`` and ``dpkg-deb -x`` into ``out/sites``, no
+root needed). Pages go through the pipeline in a
 crawl order (shuffled with a fixed seed: a crawler's frontier is not alphabetical), once
 with the teacher alone and once with the cache in front of it, the teacher also labelling
 every served page (only to measure). Reported per site:
@@ -48,6 +50,11 @@ SITES = {
         "https://www.postgresql.org/docs/15/",
     ),
     "python3.11-doc": ("usr/share/doc/python3.11/html", "https://docs.python.org/3.11/"),
+    "git-doc": ("usr/share/doc/git-doc", "https://git-scm.com/docs/"),
+    "python-django-doc": (
+        "usr/share/doc/python-django-doc/html",
+        "https://docs.djangoproject.com/en/3.2/",
+    ),
 }
 
 
@@ -114,7 +121,7 @@ def why(rows: list[dict], teacher_name: str, top: int = 8) -> dict[str, object]:
                 if vote is None or vote[1] < cache.settings.agreement:
                     unsure[keys[0]] += 1
         if outcome.labels is not None and (decision.labels is None or decision.shadow):
-            cache.teach(decision, outcome.labels)
+            cache.teach(decision, outcome.labels, outcome.confidence)
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for clusters in cache.sites.values():
         for cluster in clusters:

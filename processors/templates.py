@@ -72,6 +72,13 @@ site's next pages without the teacher.
   check of the shadow page alone at ``agreement`` is stricter than the verification that
   let the template serve: on the Python documentation 8 of 13 shadow pages fell under it,
   each a suspension; pooled, 5 of 15 suspend; BENCHMARKS.md, session 19.)
+- **Only sure labels teach**: teacher labels given with a confidence under
+  ``min_teacher_confidence`` (0.5, the learned labeller's calibrated confidence and the
+  floor of its ``learned+vllm`` cascade) neither teach a template nor count in its
+  verification or shadow checks. On a page the teacher is unsure of, its labels are the
+  noise a template would otherwise learn: on Git's and Django's documentation, sites no
+  rule was tuned on, taking every page at its word served 8 and 3 pages (BENCHMARKS.md,
+  session 19). A teacher without a confidence (vLLM, heuristic) is taken at its word.
 - **Bounded memory**: at most ``max_sites`` domains (least recently used evicted), at
   most ``max_clusters`` layouts per domain and ``max_signatures`` signatures per layout,
   and as many back-off signatures (the least seen dropped). Back-off signatures live in
@@ -256,6 +263,7 @@ class TemplateSettings:
     verify_pages: int = 3
     min_support: int = 2
     shadow_rate: float = 0.05
+    min_teacher_confidence: float = 0.5
     max_sites: int = 3_000
     max_clusters: int = 8
     max_signatures: int = 400
@@ -425,7 +433,14 @@ class TemplateCache:
         self.settings = settings or TemplateSettings()
         self.sites: OrderedDict[str, list[Cluster]] = OrderedDict()
         self.changed: set[str] = set()
-        self.counts = {"template": 0, "teacher": 0, "shadow": 0, "disagreement": 0, "suspended": 0}
+        self.counts = {
+            "template": 0,
+            "teacher": 0,
+            "shadow": 0,
+            "disagreement": 0,
+            "suspended": 0,
+            "unsure_teacher": 0,
+        }
 
     def _clusters(self, site: str) -> list[Cluster]:
         clusters = self.sites.get(site)
@@ -457,10 +472,19 @@ class TemplateCache:
         self.counts["shadow" if shadow else "template"] += 1
         return Decision(site, best, keys, labels, shadow)
 
-    def teach(self, decision: Decision, labels: Sequence[str]) -> None:
+    def teach(
+        self, decision: Decision, labels: Sequence[str], confidence: float | None = None
+    ) -> None:
         """Learn the teacher's labels for a page ``consider`` did not serve, or check a
-        shadow-served page against them (a disagreement suspends the template)."""
+        shadow-served page against them (a disagreement suspends the template). Labels
+        the teacher gave with a ``confidence`` under ``min_teacher_confidence`` neither
+        teach nor check (a teacher without a confidence is always taken at its word)."""
         if len(labels) != len(decision.keys):
+            return
+        if confidence is not None and confidence < self.settings.min_teacher_confidence:
+            self.counts["unsure_teacher"] += 1
+            if not decision.shadow:
+                self.counts["teacher"] += 1
             return
         clusters = self._clusters(decision.site)
         if decision.cluster < 0:
@@ -569,7 +593,7 @@ class TemplateCascade:
             answers = self.teacher.label([pages[i] for i in asked])
             for index, answer in zip(asked, answers, strict=True):
                 if answer.labels is not None:
-                    self.cache.teach(decisions[index], answer.labels)
+                    self.cache.teach(decisions[index], answer.labels, answer.confidence)
                 if outcomes[index] is None:
                     outcomes[index] = answer
         if self.audit:

@@ -85,7 +85,8 @@ TEMPLATE_PAGES = Counter(
 )
 TEMPLATE_EVENTS = Counter(
     "dripstream_template_events_total",
-    "template cache events: disagreement (a shadow check failed), suspended",
+    "template cache events: disagreement (a shadow check failed), suspended, unsure_teacher"
+    " (teacher labels under the confidence bar, not learned)",
     ["event"],
     registry=REGISTRY,
 )

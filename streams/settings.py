@@ -86,6 +86,11 @@ SETTINGS = (
         "block agreement with the teacher a served page must expect from its blocks' votes",
     ),
     Setting("DRIPSTREAM_TEMPLATE_SHADOW_RATE", "0.05", "share of served pages the teacher checks"),
+    Setting(
+        "DRIPSTREAM_TEMPLATE_MIN_TEACHER_CONFIDENCE",
+        "0.5",
+        "teacher pages labelled with less confidence neither teach nor check a template",
+    ),
     Setting("DRIPSTREAM_TEMPLATE_SITES", "3000", "sites a worker keeps (least recent evicted)"),
     Setting("DRIPSTREAM_MAX_BATCH", "16", "label stage: pages handed to the labeller at once"),
     Setting("DRIPSTREAM_MAX_WAIT_MS", "50", "label stage: longest wait to fill a batch"),
@@ -149,6 +154,7 @@ class StreamSettings:
     template_agreement: float
     template_expected_agreement: float
     template_shadow_rate: float
+    template_min_teacher_confidence: float
     template_sites: int
     max_batch: int
     max_wait_ms: int
@@ -203,10 +209,12 @@ class StreamSettings:
             raise SettingsError("the sink stage needs DRIPSTREAM_SINK (KIND:PATH)")
         if self.chain not in (0, 1) or self.templates not in (0, 1):
             raise SettingsError("DRIPSTREAM_CHAIN and DRIPSTREAM_TEMPLATES must be 0 or 1")
-        if not 0 <= self.template_shadow_rate <= 1:
-            raise SettingsError(
-                f"DRIPSTREAM_TEMPLATE_SHADOW_RATE={self.template_shadow_rate}: a share, 0..1"
-            )
+        for name, share in (
+            ("DRIPSTREAM_TEMPLATE_SHADOW_RATE", self.template_shadow_rate),
+            ("DRIPSTREAM_TEMPLATE_MIN_TEACHER_CONFIDENCE", self.template_min_teacher_confidence),
+        ):
+            if not 0 <= share <= 1:
+                raise SettingsError(f"{name}={share}: a share, 0..1")
         for name, share in (
             ("DRIPSTREAM_TEMPLATE_AGREEMENT", self.template_agreement),
             ("DRIPSTREAM_TEMPLATE_EXPECTED_AGREEMENT", self.template_expected_agreement),
@@ -241,6 +249,7 @@ class StreamSettings:
             expected_agreement=self.template_expected_agreement,
             verify_pages=self.template_verify_pages,
             shadow_rate=self.template_shadow_rate,
+            min_teacher_confidence=self.template_min_teacher_confidence,
             max_sites=self.template_sites,
         )
 

@@ -205,6 +205,41 @@ def test_a_shadow_check_pools_with_the_pages_that_verified_the_template() -> Non
     assert cache.counts["disagreement"] == 1 and not cluster.verified(cache.settings)
 
 
+class UnsureTeacher(Teacher):
+    """The story's blocks main, but with a confidence under the cache's bar on one page in
+    two: those labels of the same layout come with the story labelled other."""
+
+    def label(self, pages):
+        return [
+            LabelOutcome([OTHER] * len(outcome.labels), confidence=0.2)
+            if page.url.endswith(("1", "3", "5", "7", "9"))
+            else LabelOutcome(outcome.labels, confidence=0.9)
+            for page, outcome in zip(pages, super().label(pages), strict=True)
+        ]
+
+
+def test_a_template_learns_only_from_labels_the_teacher_was_sure_of() -> None:
+    settings = TemplateSettings(verify_pages=2, shadow_rate=0, min_teacher_confidence=0.5)
+    cache = TemplateCache(settings)
+    cascade = TemplateCascade(UnsureTeacher(), cache)
+    for n in range(10):
+        cascade.label([article("example.com", n)])
+    [cluster] = cache.sites["example.com"]
+    assert cache.counts["unsure_teacher"] >= 1
+    story = [counts for key, counts in cluster.counts.items() if "story" in key]
+    assert story and all(other == 0 for _main, other in story)  # no unsure label learned
+    [outcome] = cascade.label([article("example.com", 20)])
+    assert outcome.labeller == TEMPLATE_LABELLER
+    assert outcome.labels == Teacher().label([article("example.com", 20)])[0].labels
+    # Taken at its word, the same teacher's unsure pages split every vote: nothing serves.
+    trusting = TemplateCache(
+        TemplateSettings(verify_pages=2, shadow_rate=0, min_teacher_confidence=0)
+    )
+    cascade = TemplateCascade(UnsureTeacher(), trusting)
+    outcomes = [cascade.label([article("example.com", n)])[0] for n in range(21)]
+    assert all(outcome.labeller != TEMPLATE_LABELLER for outcome in outcomes)
+
+
 def test_memory_is_bounded_by_the_site_cap() -> None:
     cache = TemplateCache(TemplateSettings(max_sites=3, shadow_rate=0))
     cascade = TemplateCascade(Teacher(), cache)

@@ -33,6 +33,7 @@ def test_each_stage_set_has_its_own_consumer_group() -> None:
         ({"DRIPSTREAM_TEMPLATE_EXPECTED_AGREEMENT": "97"}, "DRIPSTREAM_TEMPLATE_EXPECTED_AGREE"),
         ({"DRIPSTREAM_TEMPLATE_AGREEMENT": "0"}, "DRIPSTREAM_TEMPLATE_AGREEMENT"),
         ({"DRIPSTREAM_TEMPLATE_SHADOW_RATE": "-0.1"}, "DRIPSTREAM_TEMPLATE_SHADOW_RATE"),
+        ({"DRIPSTREAM_TEMPLATE_MIN_TEACHER_CONFIDENCE": "50"}, "MIN_TEACHER_CONFIDENCE"),
     ],
 )
 def test_bad_settings_are_refused_with_the_variable_named(env: dict, message: str) -> None:
@@ -69,10 +70,16 @@ def test_a_run_gets_topics_and_groups_of_its_own() -> None:
     assert run.web_port == 0 and run.brokers == base.brokers
 
 
-def test_the_template_cache_takes_its_two_agreements_from_the_environment() -> None:
+def test_the_template_cache_takes_its_shares_from_the_environment() -> None:
     settings = StreamSettings.from_env(
-        {"DRIPSTREAM_TEMPLATE_AGREEMENT": "0.99", "DRIPSTREAM_TEMPLATE_EXPECTED_AGREEMENT": "0.95"}
+        {
+            "DRIPSTREAM_TEMPLATE_AGREEMENT": "0.99",
+            "DRIPSTREAM_TEMPLATE_EXPECTED_AGREEMENT": "0.95",
+            "DRIPSTREAM_TEMPLATE_MIN_TEACHER_CONFIDENCE": "0.7",
+        }
     ).template_settings()
     assert (settings.agreement, settings.expected_agreement) == (0.99, 0.95)
+    assert settings.min_teacher_confidence == 0.7
     default = StreamSettings.from_env({}).template_settings()
     assert (default.agreement, default.expected_agreement) == (0.98, 0.97)
+    assert default.min_teacher_confidence == 0.5
