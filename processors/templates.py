@@ -75,10 +75,10 @@ site's next pages without the teacher.
 - **Only sure labels teach**: teacher labels given with a confidence under
   ``min_teacher_confidence`` (0.5, the learned labeller's calibrated confidence and the
   floor of its ``learned+vllm`` cascade) neither teach a template nor count in its
-  verification or shadow checks. On a page the teacher is unsure of, its labels are the
+  verification or shadow checks. On a page the teacher is unsure of, its labels are
   noise a template would otherwise learn: on Git's and Django's documentation, sites no
-  rule was tuned on, taking every page at its word served 8 and 3 pages (BENCHMARKS.md,
-  session 19). A teacher without a confidence (vLLM, heuristic) is taken at its word.
+  rule was tuned on, taking every page at its word served 8 and 3 pages, this bar 16 and
+  187 (BENCHMARKS.md, session 19). A teacher without a confidence (vLLM, heuristic) is taken at its word.
 - **Bounded memory**: at most ``max_sites`` domains (least recently used evicted), at
   most ``max_clusters`` layouts per domain and ``max_signatures`` signatures per layout,
   and as many back-off signatures (the least seen dropped). Back-off signatures live in
