@@ -78,7 +78,8 @@ site's next pages without the teacher.
   verification or shadow checks. On a page the teacher is unsure of, its labels are
   noise a template would otherwise learn: on Git's and Django's documentation, sites no
   rule was tuned on, taking every page at its word served 8 and 3 pages, this bar 16 and
-  187 (BENCHMARKS.md, session 19). A teacher without a confidence (vLLM, heuristic) is taken at its word.
+  187 (BENCHMARKS.md, session 19). A teacher without a confidence (vLLM, heuristic) is
+  taken at its word.
 - **Bounded memory**: at most ``max_sites`` domains (least recently used evicted), at
   most ``max_clusters`` layouts per domain and ``max_signatures`` signatures per layout,
   and as many back-off signatures (the least seen dropped). Back-off signatures live in
