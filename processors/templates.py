@@ -482,10 +482,10 @@ class TemplateCache:
         teach nor check (a teacher without a confidence is always taken at its word)."""
         if len(labels) != len(decision.keys):
             return
+        if not decision.shadow:
+            self.counts["teacher"] += 1
         if confidence is not None and confidence < self.settings.min_teacher_confidence:
             self.counts["unsure_teacher"] += 1
-            if not decision.shadow:
-                self.counts["teacher"] += 1
             return
         clusters = self._clusters(decision.site)
         if decision.cluster < 0:
@@ -513,8 +513,6 @@ class TemplateCache:
                 self.counts["suspended"] += 1
                 cluster.suspended = True
                 cluster.forget()
-        if not decision.shadow:
-            self.counts["teacher"] += 1
         cluster.learn(decision.keys, labels, self.settings)
         self.changed.add(decision.site)
 
