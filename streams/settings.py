@@ -82,7 +82,7 @@ SETTINGS = (
     ),
     Setting(
         "DRIPSTREAM_TEMPLATE_EXPECTED_AGREEMENT",
-        "0.97",
+        "0.9",
         "block agreement with the teacher a served page must expect from its blocks' votes",
     ),
     Setting("DRIPSTREAM_TEMPLATE_SHADOW_RATE", "0.05", "share of served pages the teacher checks"),
