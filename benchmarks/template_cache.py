@@ -22,6 +22,7 @@ import json
 import lzma
 import statistics
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gpu_worker.profiles import DEFAULT_PROFILE, load_profile, pipeline_settings
@@ -74,8 +75,18 @@ def teacher_settings(teacher_name: str) -> PipelineSettings:
     return pipeline_settings(load_profile(DEFAULT_PROFILE), teacher_name)
 
 
-def run_site(pages: list[dict], teacher_name: str, settings: TemplateSettings) -> dict:
+Judge = Callable[[str, str], str]  # (html, url) -> an extractor's Markdown
+
+
+def run_site(
+    pages: list[dict], teacher_name: str, settings: TemplateSettings, judges: Sequence[Judge] = ()
+) -> dict:
+    """The site's pages through the teacher alone and through the cache in front of it.
+    With ``judges`` (extractors independent of both), each served page whose labels differ
+    from the teacher's also gets, per judge, the ROUGE-5 of the template's Markdown minus
+    that of the teacher's, both against the judge's Markdown (``judged``)."""
     raws = [raw_page_from_row(row) for row in pages]
+    html_of = {row["url"]: row["html"] for row in pages}
     pipeline = teacher_settings(teacher_name)
     teacher = build_labeller(teacher_name)
     alone = extract_pages(raws, teacher, pipeline)
@@ -85,6 +96,15 @@ def run_site(pages: list[dict], teacher_name: str, settings: TemplateSettings) -
         bool(outcome.record and outcome.record.extractor.endswith(f":{TEMPLATE_LABELLER}"))
         for outcome in with_cache
     ]
+
+    def judged(audit) -> list[float]:
+        if audit.template == audit.teacher:
+            return [0.0] * len(judges)
+        ours = markdown_of(audit.page, audit.template)
+        theirs = markdown_of(audit.page, audit.teacher)
+        verdicts = [judge(html_of[audit.page.url], audit.page.url) for judge in judges]
+        return [score_page(ours, v).f1 - score_page(theirs, v).f1 for v in verdicts]
+
     audits = [
         {
             "agreement": audit.agreement,
@@ -93,6 +113,7 @@ def run_site(pages: list[dict], teacher_name: str, settings: TemplateSettings) -
             ).f1
             if any(label == "main" for label in audit.teacher)
             else 1.0,
+            "judged": judged(audit),
         }
         for audit in cascade.audits
     ]

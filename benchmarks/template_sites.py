@@ -18,6 +18,13 @@ every served page (only to measure). Reported per site:
 
     .venv/bin/python benchmarks/template_sites.py --fetch --teacher heuristic
 
+There is no gold for these pages. With ``--judges``, each served page whose labels differ
+from the teacher's is scored against two extractors independent of both (trafilatura,
+rs-trafilatura: the bench extra): ROUGE-5 of the template's Markdown against the judge's,
+minus that of the teacher's, summed over the site's pages and divided by their number
+(``judged_cascade_minus_teacher``; > 0: the cascade is closer to the judge than the teacher
+alone).
+
 With ``--why``, each site's crawl is also replayed through the cache alone, saying why
 each page the template did not serve went to the teacher (``templates.NOT_SERVED``), and
 which signatures lacked a vote or had a mixed one most often, with the teacher's label counts
@@ -32,6 +39,7 @@ import random
 import statistics
 import subprocess
 from collections import Counter, defaultdict
+from functools import partial
 from pathlib import Path
 
 from template_cache import run_site, teacher_settings
@@ -40,6 +48,7 @@ from processors.labellers.registry import build_labeller
 from processors.pipeline import simplify_page
 from processors.sources import raw_page_from_row
 from processors.templates import BACKOFF_MARK, NOT_SERVED, TemplateCache, TemplateSettings
+from processors.training import BASELINES, baseline_markdown
 from topics.records import SimplifiedPage
 
 SITES_DIR = Path("out/sites")
@@ -96,6 +105,12 @@ def summary(result: dict) -> dict[str, object]:
         "served_block_agreement": mean([a["agreement"] for a in audits]),
         "served_exact_pages": sum(1 for a in audits if a["agreement"] == 1.0),
         "served_rouge_vs_teacher": mean([a["rouge_vs_teacher"] for a in audits]),
+        # Per judge: ROUGE-5 against the judge's Markdown, cascade minus teacher alone,
+        # over all the site's pages (pages served as the teacher would label them add 0).
+        "judged_cascade_minus_teacher": {
+            name: round(sum(a["judged"][i] for a in audits) / result["pages"], 4)
+            for i, name in enumerate(result["judges"])
+        },
     }
 
 
@@ -147,13 +162,26 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=SITES_DIR)
     parser.add_argument("--out", default="out/template_sites.json")
     parser.add_argument("--why", action="store_true", help="also say why pages were not served")
+    parser.add_argument(
+        "--judges",
+        action="store_true",
+        help="judge served pages that differ from the teacher by trafilatura and rs-trafilatura",
+    )
     args = parser.parse_args()
     if args.fetch:
         fetch(args.dir)
     report: dict[str, object] = {"teacher": args.teacher, "seed": args.seed}
     for package in SITES:
         rows = crawl(args.dir, package, args.pages, args.seed)
-        report[package] = summary(run_site(rows, args.teacher, TemplateSettings()))
+        judges = BASELINES if args.judges else ()
+        result = run_site(
+            rows,
+            args.teacher,
+            TemplateSettings(),
+            [partial(baseline_markdown, name) for name in judges],
+        )
+        result["judges"] = list(judges)
+        report[package] = summary(result)
         print(package, json.dumps(report[package]), flush=True)
         if args.why:
             report[f"{package} why"] = why(rows, args.teacher)

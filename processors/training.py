@@ -383,7 +383,8 @@ def evaluate_learned(
 BASELINES = ("trafilatura", "rs-trafilatura")
 
 
-def _baseline_markdown(name: str, html: str, url: str | None) -> str:
+def baseline_markdown(name: str, html: str, url: str | None) -> str:
+    """The Markdown of one of ``BASELINES`` (empty where it selects nothing)."""
     if name == "trafilatura":
         from processors.errors import NothingSelected
         from processors.fallback import fallback_markdown
@@ -415,7 +416,7 @@ def baseline_results(
         outputs = cache.setdefault(f"{page.file}/{page.id}", {})
         for name in extractors:
             if name not in outputs:
-                outputs[name] = _baseline_markdown(name, page.row["html"], page.row.get("url"))
+                outputs[name] = baseline_markdown(name, page.row["html"], page.row.get("url"))
             results.append(_score(page, name, outputs[name], rouge))
     if cache_path is not None:
         cache_path.parent.mkdir(parents=True, exist_ok=True)
