@@ -26,7 +26,8 @@ minus that of the teacher's, summed over the site's pages and divided by their n
 alone).
 
 With ``--why``, each site's crawl is also replayed through the cache alone, saying why
-each page the template did not serve went to the teacher (``templates.NOT_SERVED``), and
+each page the template did not serve went to the teacher (``templates.NOT_SERVED``; for a
+page of an unverified cluster, also what the template would have said of it), and
 which signatures lacked a vote or had a mixed one most often, with the teacher's label counts
 for them (main, other) summed over the site's clusters.
 """
@@ -128,7 +129,12 @@ def why(rows: list[dict], teacher_name: str, top: int = 8) -> dict[str, object]:
             continue
         decision = cache.consider(page)
         [outcome] = teacher.label([page])
-        reasons[NOT_SERVED.get(decision.why_not, "served")] += 1
+        reason = NOT_SERVED.get(decision.why_not, "served")
+        if decision.why_not == "unverified":  # and what the template would have said
+            cluster = cache.sites[decision.site][decision.cluster]
+            labels, why_not = cluster.serve(decision.keys, cache.settings)
+            reason += f"; verified, it would have {'served' if labels else 'said: ' + why_not}"
+        reasons[reason] += 1
         if decision.why_not in ("unknown_blocks", "mixed_labels"):
             cluster = cache.sites[decision.site][decision.cluster]
             for keys in decision.keys:
