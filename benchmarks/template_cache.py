@@ -34,12 +34,14 @@ from processors.scoring import score_page
 from processors.sources import raw_page_from_row
 from processors.templates import (
     TEMPLATE_LABELLER,
+    Audit,
     TemplateCache,
     TemplateCascade,
     TemplateSettings,
     registrable_domain,
 )
 from processors.wordf1 import word_score
+from topics.records import MAIN
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -97,26 +99,21 @@ def run_site(
         for outcome in with_cache
     ]
 
-    def judged(audit) -> list[float]:
-        if audit.template == audit.teacher:
-            return [0.0] * len(judges)
+    def audited(audit: Audit) -> dict:
         ours = markdown_of(audit.page, audit.template)
         theirs = markdown_of(audit.page, audit.teacher)
-        verdicts = [judge(html_of[audit.page.url], audit.page.url) for judge in judges]
-        return [score_page(ours, v).f1 - score_page(theirs, v).f1 for v in verdicts]
-
-    audits = [
-        {
+        if audit.template == audit.teacher:
+            judged = [0.0] * len(judges)
+        else:
+            verdicts = [judge(html_of[audit.page.url], audit.page.url) for judge in judges]
+            judged = [score_page(ours, v).f1 - score_page(theirs, v).f1 for v in verdicts]
+        return {
             "agreement": audit.agreement,
-            "rouge_vs_teacher": score_page(
-                markdown_of(audit.page, audit.template), markdown_of(audit.page, audit.teacher)
-            ).f1
-            if any(label == "main" for label in audit.teacher)
-            else 1.0,
-            "judged": judged(audit),
+            "rouge_vs_teacher": score_page(ours, theirs).f1 if MAIN in audit.teacher else 1.0,
+            "judged": judged,
         }
-        for audit in cascade.audits
-    ]
+
+    audits = [audited(audit) for audit in cascade.audits]
 
     def quality(outcomes: list) -> tuple[list[float], list[float]]:
         rouge, words = [], []
