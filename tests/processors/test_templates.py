@@ -4,6 +4,7 @@ layout clusters, bounded memory and its state round trip."""
 from __future__ import annotations
 
 import pytest
+from selectolax.lexbor import LexborHTMLParser
 
 from processors.labellers.base import LabelOutcome
 from processors.pipeline import PipelineSettings, simplify_page
@@ -296,7 +297,6 @@ def test_a_state_saved_without_block_counts_weighs_each_page_once() -> None:
 
 
 def test_the_export_gives_css_selectors_of_the_main_and_excluded_regions() -> None:
-    from selectolax.lexbor import LexborHTMLParser
 
     from processors.templates import export_site
 
@@ -511,7 +511,6 @@ def test_a_line_of_links_is_not_the_prose_block_in_the_same_place() -> None:
 
 
 def test_a_selector_from_a_generalised_class_still_selects_its_blocks() -> None:
-    from selectolax.lexbor import LexborHTMLParser
 
     page = sections_page(1, ["description"])
     [prose, _links] = [s for s in block_signatures(page.simplified_html) if ">p" in s]
@@ -560,8 +559,6 @@ class CaptionTeacher(Teacher):
     """Decides by content: a figure with text (a caption) other, everything else main."""
 
     def label(self, pages):
-        from selectolax.lexbor import LexborHTMLParser
-
         self.calls += len(pages)
         return [
             LabelOutcome(
