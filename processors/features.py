@@ -64,7 +64,6 @@ _TAG_LIST = (
     "time address caption summary details hr br center font header footer aside nav body"
 ).split()
 TAG_CODES = {tag: code for code, tag in enumerate(_TAG_LIST, 1)}  # 0 = other
-HEADINGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
 
 NEGATIVE_WORDS = frozenset(
     "comment comments sidebar widget share sharing social related promo ad ads advert "
