@@ -134,7 +134,7 @@ def why(rows: list[dict], teacher_name: str, top: int = 8) -> dict[str, object]:
         reason = NOT_SERVED.get(decision.why_not, "served")
         if decision.why_not == "unverified":  # and what the template would have said
             cluster = cache.sites[decision.site][decision.cluster]
-            labels, why_not = cluster.serve(decision.keys, cache.settings)
+            labels, why_not = cluster.serve(decision.keys, cache.settings, decision.weights)
             reason += f"; verified, it would have {'served' if labels else 'said: ' + why_not}"
         reasons[reason] += 1
         if decision.why_not in ("unknown_blocks", "mixed_labels"):

@@ -51,7 +51,8 @@ site's next pages without the teacher.
   its distinct (full) signatures, or starts a new one, so article, video and listing
   pages of one domain keep separate templates.
 - **Serving** (``Cluster.serve``) needs both: every block of the page has a vote and the
-  votes' mean share, the block agreement with the teacher to expect, is at least
+  votes' mean share, weighted by each block's text (``text_weight``: its visible
+  characters, plus one), the agreement with the teacher to expect, is at least
   ``expected_agreement`` (0.9); and the cluster is *verified*: over its last
   ``verify_pages`` teacher-labelled pages that it could have served so, its labels agreed
   with the teacher's on at least ``agreement`` of the blocks (pooled: agreeing blocks over
@@ -72,7 +73,15 @@ site's next pages without the teacher.
   other one page in three) the majority is the better guess: on four documentation
   sites, the pages that an expectation of 0.9 serves and 0.97 does not came out closer
   to what two independent extractors (trafilatura, rs-trafilatura) take from them than
-  the teacher's labels did, on every site (BENCHMARKS.md, session 20). A template that would label
+  the teacher's labels did, on every site (BENCHMARKS.md, session 20). The shares are
+  weighted by text because the Markdown is: a one-word heading labelled both ways (a man
+  page's "NAME", a closing "GIT" section) changes a few characters of it, a paragraph
+  labelled both ways a whole paragraph. Counted per block, Git's manual pages (ten to
+  seventy blocks, a few of them short headings the teacher labels both ways) expected
+  0.83-0.90 and 31% of them were served; weighted, 49.6%, with the served Markdown
+  closer to the teacher's than before, and the judges again preferred the template's
+  labels where they differed from the teacher's, on every site (BENCHMARKS.md, session
+  21). A template that would label
   no block of a page main does not serve it: the teacher decides whether it has any.
 - **Shadow checks**: a share of served pages (``shadow_rate``, chosen by a hash of the
   page id, so reruns choose the same pages) still goes to the teacher. The page joins the
@@ -111,6 +120,7 @@ from urllib.parse import urlsplit
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from processors.labellers.base import Labeller, LabelOutcome
+from processors.labels import block_text
 from topics.records import MAIN, OTHER, ClusterState, SimplifiedPage, SiteState
 
 TEMPLATE_LABELLER = "template"
@@ -251,6 +261,12 @@ def block_keys(simplified_html: str) -> list[tuple[str, ...]]:
     return keys
 
 
+def text_weight(mapping_block: str) -> int:
+    """A block's weight in the agreement a page expects: its visible (non-space)
+    characters, plus one, so that a block without text still counts."""
+    return 1 + sum(map(len, block_text(mapping_block).split()))
+
+
 def block_signatures(simplified_html: str) -> list[str]:
     """The signature of every block, in block order (``_item_id`` 1..n)."""
     return [keys[0] for keys in block_keys(simplified_html)]
@@ -330,15 +346,23 @@ class Cluster:
         return None
 
     def serve(
-        self, keys: Sequence[Sequence[str]], settings: TemplateSettings
+        self,
+        keys: Sequence[Sequence[str]],
+        settings: TemplateSettings,
+        weights: Sequence[int] | None = None,
     ) -> tuple[list[str] | None, str]:
         """The labels the template would give the page, or None and why not (a
         ``NOT_SERVED`` key): a block without a vote, or less agreement with the teacher
-        to expect than ``expected_agreement``. Verification is the caller's."""
+        to expect than ``expected_agreement`` (the votes' shares weighted by ``weights``,
+        per block its ``text_weight``; without them every block alike). Verification is
+        the caller's."""
         votes = [vote for block in keys if (vote := self.vote(block, settings)) is not None]
         if not votes or len(votes) < len(keys):
             return None, "unknown_blocks"
-        if sum(share for _, share in votes) < settings.expected_agreement * len(votes):
+        if weights is None or len(weights) != len(votes):
+            weights = [1] * len(votes)
+        expected = sum(share * weight for (_, share), weight in zip(votes, weights, strict=True))
+        if expected < settings.expected_agreement * sum(weights):
             return None, "mixed_labels"
         if all(label != MAIN for label, _ in votes):
             return None, "nothing_main"
@@ -439,6 +463,7 @@ class Decision:
     site: str
     cluster: int
     keys: list[tuple[str, ...]]  # per block: signature, then back-off signatures
+    weights: list[int]  # per block: its text_weight
     labels: list[str] | None  # the template's labels when it serves the page
     shadow: bool = False
     why_not: str = ""  # when not served: a NOT_SERVED key
@@ -474,22 +499,23 @@ class TemplateCache:
         """The template's labels for the page when a verified template knows every block."""
         site = registrable_domain(page.url)
         keys = block_keys(page.simplified_html)
+        weights = [text_weight(block) for block in page.mapping_blocks]
         clusters = self._clusters(site)
         distinct = {block[0] for block in keys}
         best = max(range(len(clusters)), key=lambda i: clusters[i].knows(distinct), default=-1)
         if best < 0 or clusters[best].knows(distinct) < JOIN_SHARE:
-            return Decision(site, -1, keys, None, why_not="new_layout")
+            return Decision(site, -1, keys, weights, None, why_not="new_layout")
         cluster = clusters[best]
         if not cluster.verified(self.settings):
-            return Decision(site, best, keys, None, why_not="unverified")
-        labels, why_not = cluster.serve(keys, self.settings)
+            return Decision(site, best, keys, weights, None, why_not="unverified")
+        labels, why_not = cluster.serve(keys, self.settings, weights)
         if labels is None:
-            return Decision(site, best, keys, None, why_not=why_not)
+            return Decision(site, best, keys, weights, None, why_not=why_not)
         cluster.served += 1
         self.changed.add(site)
         shadow = _shadow(page.page_id, self.settings.shadow_rate)
         self.counts["shadow" if shadow else "template"] += 1
-        return Decision(site, best, keys, labels, shadow)
+        return Decision(site, best, keys, weights, labels, shadow)
 
     def teach(
         self, decision: Decision, labels: Sequence[str], confidence: float | None = None
@@ -516,7 +542,9 @@ class TemplateCache:
         # Verification counts the pages the template could have served (a shadow page
         # was served): on the others it claims nothing.
         guess = (
-            decision.labels if decision.shadow else cluster.serve(decision.keys, self.settings)[0]
+            decision.labels
+            if decision.shadow
+            else cluster.serve(decision.keys, self.settings, decision.weights)[0]
         )
         if guess is not None:
             agreement = sum(a == b for a, b in zip(guess, labels, strict=True)) / len(labels)

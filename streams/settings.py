@@ -83,7 +83,8 @@ SETTINGS = (
     Setting(
         "DRIPSTREAM_TEMPLATE_EXPECTED_AGREEMENT",
         "0.9",
-        "block agreement with the teacher a served page must expect from its blocks' votes",
+        "agreement with the teacher a served page must expect from its blocks' votes "
+        "(weighted by each block's text)",
     ),
     Setting("DRIPSTREAM_TEMPLATE_SHADOW_RATE", "0.05", "share of served pages the teacher checks"),
     Setting(

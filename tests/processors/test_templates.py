@@ -21,6 +21,7 @@ from processors.templates import (
     css_selector,
     generalise,
     registrable_domain,
+    text_weight,
 )
 from topics.codecs import from_msgpack, to_msgpack
 from topics.records import MAIN, OTHER, ClusterState, RawPage, SimplifiedPage, SiteState
@@ -400,9 +401,16 @@ def test_back_off_never_overrides_what_the_teacher_said_of_the_full_path() -> No
     assert cluster.vote(("div.x>div.card>p", "*>div.card>p"), settings) == (OTHER, 0.75)
 
 
-def mixed_page(number: int, blocks: int, heading: str) -> SimplifiedPage:
-    """A reference page: a heading in one place, then ``blocks`` paragraphs of prose."""
-    body = f'<div class="doc"><h2 class="title">{heading}</h2>' + "".join(
+def mixed_page(number: int, blocks: int, lead: str, short: bool = False) -> SimplifiedPage:
+    """A reference page: a lead paragraph in one place (with ``short``, a heading of the
+    ``lead`` alone), then ``blocks`` paragraphs of prose."""
+    head = (
+        f'<h2 class="title">{lead}</h2>'
+        if short
+        else f'<p class="lead">{lead}: how this part of the reference came to be, what it '
+        "covers, the options it documents and the other pages a reader may want next.</p>"
+    )
+    body = f'<div class="doc">{head}' + "".join(
         f"<p>Paragraph {i} of reference page {number}, with enough ordinary words.</p>"
         for i in range(blocks)
     )
@@ -410,7 +418,7 @@ def mixed_page(number: int, blocks: int, heading: str) -> SimplifiedPage:
 
 
 class ContentTeacher(Teacher):
-    """Decides a heading by its text, as the learned labeller does: "See also" is other."""
+    """Decides the lead by its text, as the learned labeller does: "See also" is other."""
 
     def label(self, pages):
         self.calls += len(pages)
@@ -426,13 +434,13 @@ class ContentTeacher(Teacher):
 def test_a_block_the_teacher_labels_both_ways_serves_only_where_the_page_makes_up_for_it():
     cache = TemplateCache(TemplateSettings(verify_pages=2, shadow_rate=0))
     cascade = TemplateCascade(ContentTeacher(), cache)
-    # The heading is "See also" on one page in three: the place is main two times in three.
+    # The lead is "See also" on one page in three: the place is main two times in three.
     for n in range(12):
         cascade.label([mixed_page(n, 60, "See also" if n % 3 == 0 else "Synopsis")])
-    # A long page: one block in 61 expected to disagree a third of the time, 0.995 agreement.
+    # A long page: the lead, expected to disagree a third of the time, is 5% of its text.
     [long] = cascade.label([mixed_page(50, 60, "Synopsis")])
     assert long.labeller == TEMPLATE_LABELLER and long.labels[0] == MAIN
-    # A short page: the same heading weighs a third of its 3 blocks.
+    # A short page: the same lead is half of its text.
     short = mixed_page(51, 2, "Synopsis")
     decision = cache.consider(short)
     assert decision.labels is None and decision.why_not == "mixed_labels"
@@ -521,20 +529,46 @@ def test_a_selector_from_a_generalised_class_still_selects_its_blocks() -> None:
     assert any("description section" in text for text in found)
 
 
-@pytest.mark.parametrize(("expected", "served"), [(0.97, True), (0.98, False)])
+@pytest.mark.parametrize(("step", "served"), [(-0.005, True), (0.005, False)])
 def test_a_page_is_served_only_when_its_votes_expect_the_expected_agreement(
-    expected: float, served: bool
+    step: float, served: bool
 ) -> None:
-    settings = TemplateSettings(expected_agreement=expected, verify_pages=2, shadow_rate=0)
+    page = mixed_page(60, 13, "Synopsis")
+    weights = [text_weight(block) for block in page.mapping_blocks]
+    # The lead is main two times in three; 13 paragraphs always: the agreement to expect
+    # is the text-weighted mean of those shares.
+    expected = (2 / 3 * weights[0] + sum(weights[1:])) / sum(weights)
+    settings = TemplateSettings(expected_agreement=expected + step, verify_pages=2, shadow_rate=0)
     cache = TemplateCache(settings)
     teacher = ContentTeacher()
-    for n in range(12):  # every page taught: the heading is main two times in three
-        page = mixed_page(n, 60, "See also" if n % 3 == 0 else "Synopsis")
-        cache.teach(cache.consider(page), teacher.label([page])[0].labels)
-    # 13 paragraphs and the heading: (13 + 2/3) / 14 = 0.976 agreement to expect.
-    decision = cache.consider(mixed_page(60, 13, "Synopsis"))
+    for n in range(12):  # every page taught
+        taught = mixed_page(n, 60, "See also" if n % 3 == 0 else "Synopsis")
+        cache.teach(cache.consider(taught), teacher.label([taught])[0].labels)
+    decision = cache.consider(page)
+    assert decision.weights == weights
     assert (decision.labels is not None) is served
     assert decision.why_not == ("" if served else "mixed_labels")
+
+
+def test_a_blocks_weight_is_its_visible_characters_plus_one() -> None:
+    assert text_weight("<p>Two <b>words</b> &amp; more</p>") == 1 + len("Twowords&more")
+    assert text_weight('<figure><img src="/a.png" alt=""></figure>') == 1
+
+
+def test_a_short_heading_labelled_both_ways_weighs_its_few_characters() -> None:
+    def taught_cache(short: bool) -> TemplateCache:
+        cache = TemplateCache(TemplateSettings(verify_pages=2, shadow_rate=0))
+        cascade = TemplateCascade(ContentTeacher(), cache)
+        for n in range(12):  # the lead is "See also" (other) on one page in three
+            cascade.label([mixed_page(n, 60, "See also" if n % 3 == 0 else "Synopsis", short)])
+        return cache
+
+    # Two paragraphs after it: a heading of one word is a few percent of the page's text,
+    # a lead paragraph half of it; one block in three either way.
+    heading = taught_cache(short=True).consider(mixed_page(50, 2, "Synopsis", short=True))
+    assert heading.labels == [MAIN] * 3
+    lead = taught_cache(short=False).consider(mixed_page(50, 2, "Synopsis"))
+    assert lead.labels is None and lead.why_not == "mixed_labels"
 
 
 def figures_page(number: int, captions: list[str]) -> SimplifiedPage:
