@@ -105,7 +105,11 @@ site's next pages without the teacher.
   state format is unchanged and an older state loads as a template without back-off yet.
 
 The cache is pure and synchronous; ``streams`` keeps it in a compacted Kafka topic
-(``SiteState`` records) so every label worker shares it and a restart keeps it.
+(``SiteState`` records) so every label worker shares it and a restart keeps it. A state
+carries the version of the signature rules it was learnt under (``SIGNATURE_RULES``):
+after an upgrade that changes what a block's signature is, a state of the old rules is
+not loaded (its counts sit under keys that no longer mean the same blocks; the
+``stale_state`` event), and the site is relearnt from the teacher.
 """
 
 from __future__ import annotations
@@ -124,6 +128,10 @@ from processors.labels import block_text
 from topics.records import MAIN, OTHER, ClusterState, SimplifiedPage, SiteState
 
 TEMPLATE_LABELLER = "template"
+# The version of block_keys' rules: bump it whenever a page's blocks would get other keys.
+# 1: states written before the field existed; 2: session 21 (the rules of session 20:
+# heading anchors out of ids, the ~links and ~empty marks, two back-off paths).
+SIGNATURE_RULES = 2
 JOIN_SHARE = 0.6  # a page joins a layout cluster that knows this share of its signatures
 MAX_PATH_STEPS = 6  # a signature is the block and its 5 nearest ancestors
 # Back-off signatures, most specific first: (steps left out below, steps kept). (0, 2): the
@@ -484,6 +492,7 @@ class TemplateCache:
             "disagreement": 0,
             "suspended": 0,
             "unsure_teacher": 0,
+            "stale_state": 0,
         }
 
     def _clusters(self, site: str) -> list[Cluster]:
@@ -570,12 +579,20 @@ class TemplateCache:
         clusters = self.sites.get(site)
         if clusters is None:
             return None
-        return SiteState(site=site, clusters=[cluster.to_state() for cluster in clusters])
+        return SiteState(
+            site=site,
+            clusters=[cluster.to_state() for cluster in clusters],
+            signature_rules=SIGNATURE_RULES,
+        )
 
     def load(self, state: SiteState | None, site: str) -> None:
-        """Take a site's state from the shared store (None: the site was dropped)."""
+        """Take a site's state from the shared store (None: the site was dropped; a state
+        of other signature rules is left out, see the module docstring)."""
         if state is None:
             self.sites.pop(site, None)
+            return
+        if stale(state):
+            self.counts["stale_state"] += 1
             return
         self._clusters(site)[:] = [
             Cluster.from_state(cluster, self.settings) for cluster in state.clusters
@@ -716,4 +733,18 @@ def export_site(state: SiteState, settings: TemplateSettings | None = None) -> d
                 **{key: sorted(set(values)) for key, values in groups.items()},
             }
         )
-    return {"site": state.site, "layouts": layouts}
+    return {"site": state.site, "stale": stale(state), "layouts": layouts}
+
+
+def stale(state: SiteState) -> bool:
+    """The state was learnt under other signature rules: workers do not load it."""
+    return state.signature_rules != SIGNATURE_RULES
+
+
+def site_summary(state: SiteState) -> str:
+    """A site's line in ``templates list``: layouts, pages taught and served, ``stale``
+    for a state the workers will relearn."""
+    taught = sum(cluster.taught for cluster in state.clusters)
+    served = sum(cluster.served for cluster in state.clusters)
+    line = f"{state.site}\tlayouts={len(state.clusters)}\ttaught={taught}\tserved={served}"
+    return line + ("\tstale" if stale(state) else "")

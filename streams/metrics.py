@@ -86,7 +86,8 @@ TEMPLATE_PAGES = Counter(
 TEMPLATE_EVENTS = Counter(
     "dripstream_template_events_total",
     "template cache events: disagreement (a shadow check failed), suspended, unsure_teacher"
-    " (teacher labels under the confidence bar, not learned)",
+    " (teacher labels under the confidence bar, not learned), stale_state (a stored state of"
+    " other signature rules, not loaded: the site is relearnt)",
     ["event"],
     registry=REGISTRY,
 )

@@ -224,6 +224,9 @@ class SiteState(msgspec.Struct, frozen=True, kw_only=True):
     site: str
     clusters: list[ClusterState]
     schema_version: int = SCHEMA_VERSION
+    signature_rules: int = 1
+    """The version of the block-signature rules its counts were learnt under
+    (``processors.templates.SIGNATURE_RULES``; a state written before the field: 1)."""
 
 
 class DeadLetter(msgspec.Struct, frozen=True, kw_only=True):

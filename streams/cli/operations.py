@@ -118,7 +118,7 @@ def cmd_dlq(args: argparse.Namespace) -> int:
 
 
 def cmd_templates(args: argparse.Namespace) -> int:
-    from processors.templates import export_site
+    from processors.templates import export_site, site_summary
     from streams.templates import drop_site, read_site_states
 
     settings = stream_settings(args)
@@ -128,10 +128,8 @@ def cmd_templates(args: argparse.Namespace) -> int:
         return 0
     states = asyncio.run(read_site_states(settings))
     if args.action == "list":
-        for site, state in sorted(states.items()):
-            served = sum(cluster.served for cluster in state.clusters)
-            taught = sum(cluster.taught for cluster in state.clusters)
-            print(f"{site}\tlayouts={len(state.clusters)}\ttaught={taught}\tserved={served}")
+        for _site, state in sorted(states.items()):
+            print(site_summary(state))
         return 0
     state = states.get(_need_site(args))
     if state is None:

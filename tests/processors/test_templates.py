@@ -3,6 +3,7 @@ layout clusters, bounded memory and its state round trip."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from selectolax.lexbor import LexborHTMLParser
 
@@ -11,6 +12,7 @@ from processors.pipeline import PipelineSettings, simplify_page
 from processors.templates import (
     EMPTY_MARK,
     LINKS_MARK,
+    SIGNATURE_RULES,
     TEMPLATE_LABELLER,
     Cluster,
     TemplateCache,
@@ -19,8 +21,10 @@ from processors.templates import (
     block_keys,
     block_signatures,
     css_selector,
+    export_site,
     generalise,
     registrable_domain,
+    site_summary,
     text_weight,
 )
 from topics.codecs import from_msgpack, to_msgpack
@@ -265,6 +269,35 @@ def test_the_state_survives_a_round_trip_through_its_record() -> None:
     assert outcome.labeller == TEMPLATE_LABELLER and teacher.calls == 0
 
 
+def test_a_state_learnt_under_other_signature_rules_is_relearnt() -> None:
+    cache = TemplateCache(TemplateSettings(verify_pages=2, shadow_rate=0))
+    cascade = TemplateCascade(Teacher(), cache)
+    for n in range(5):
+        cascade.label([article("example.com", n)])
+    state = from_msgpack(to_msgpack(cache.state("example.com")), SiteState)
+    assert state.signature_rules == SIGNATURE_RULES
+    # The same state from before an upgrade that changed what a signature is (a state
+    # written without the field reads as rules 1).
+    encoded = msgspec.msgpack.encode(
+        {k: v for k, v in msgspec.to_builtins(state).items() if k != "signature_rules"}
+    )
+    old = from_msgpack(encoded, SiteState)
+    assert old.signature_rules == 1 != SIGNATURE_RULES
+    fresh = TemplateCache(TemplateSettings(verify_pages=2, shadow_rate=0))
+    fresh.load(old, "example.com")
+    assert "example.com" not in fresh.sites and fresh.counts["stale_state"] == 1
+    teacher = Teacher()
+    [outcome] = TemplateCascade(teacher, fresh).label([article("example.com", 60)])
+    assert outcome.labeller != TEMPLATE_LABELLER and teacher.calls == 1  # relearnt
+    fresh.load(state, "example.com")  # a state of the current rules loads
+    [outcome] = TemplateCascade(teacher, fresh).label([article("example.com", 61)])
+    assert outcome.labeller == TEMPLATE_LABELLER
+    # Operators see which stored states the workers will relearn.
+    assert site_summary(old) == site_summary(state) + "\tstale"
+    assert site_summary(state) == "example.com\tlayouts=1\ttaught=4\tserved=1"
+    assert export_site(old)["stale"] and not export_site(state)["stale"]
+
+
 def test_verification_pools_the_blocks_of_the_last_teacher_pages() -> None:
     settings = TemplateSettings(verify_pages=3, agreement=0.98)
     cluster = Cluster(settings.verify_pages)
@@ -285,6 +318,7 @@ def test_a_state_saved_without_block_counts_weighs_each_page_once() -> None:
     old = SiteState(
         site="example.com",
         clusters=[ClusterState(counts={"p": (5, 0)}, recent=[1.0, 0.96])],
+        signature_rules=SIGNATURE_RULES,
     )
     cache = TemplateCache(settings)
     cache.load(from_msgpack(to_msgpack(old), SiteState), "example.com")
@@ -298,9 +332,6 @@ def test_a_state_saved_without_block_counts_weighs_each_page_once() -> None:
 
 
 def test_the_export_gives_css_selectors_of_the_main_and_excluded_regions() -> None:
-
-    from processors.templates import export_site
-
     cache = TemplateCache(TemplateSettings(verify_pages=2, shadow_rate=0))
     cascade = TemplateCascade(Teacher(), cache)
     for n in range(5):

@@ -10,6 +10,7 @@ import signal
 
 import pytest
 
+from processors.templates import SIGNATURE_RULES
 from streams.settings import StreamSettings
 from streams.stages import SOURCE_HEADER
 from streams.templates import read_site_states
@@ -61,7 +62,7 @@ def test_templates_survive_kill_9_and_serve_on_the_next_worker(
     first.wait()
 
     states = asyncio.run(read_site_states(stream_settings))
-    assert "templates.example" in states
+    assert states["templates.example"].signature_rules == SIGNATURE_RULES
 
     workers.start(**TEMPLATE_ENV)
     after = extractors(stream_settings, range(100, 103))
