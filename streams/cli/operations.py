@@ -128,8 +128,8 @@ def cmd_templates(args: argparse.Namespace) -> int:
         return 0
     states = asyncio.run(read_site_states(settings))
     if args.action == "list":
-        for _site, state in sorted(states.items()):
-            print(site_summary(state))
+        for site in sorted(states):
+            print(site_summary(states[site]))
         return 0
     state = states.get(_need_site(args))
     if state is None:
