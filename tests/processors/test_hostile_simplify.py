@@ -13,21 +13,30 @@ from hostile_corpus import formatting_blowup, nested_lists_around_nav, page
 from processors.errors import PageTimeout, TooDeep, TooManyElements
 from processors.simplify import SimplifyConfig, check_markup, simplify
 
+# check_markup counts on the page's UTF-8 bytes when the caller has them: every verdict
+# must be the same either way.
+WITH_UTF8 = pytest.mark.parametrize("with_utf8", [False, True], ids=["text", "utf8"])
 
+
+def check(html: str, with_utf8: bool, config: SimplifyConfig | None = None) -> None:
+    check_markup(html, config, html.encode("utf-8") if with_utf8 else None)
+
+
+@WITH_UTF8
 @pytest.mark.parametrize(
     ("open_tags", "paragraphs"),
     [(2000, 2000), (4000, 6000), (700, 700)],
     ids=["29k", "67k", "small"],
 )
 def test_open_formatting_elements_rebuilt_in_every_block_are_refused_before_parsing(
-    open_tags: int, paragraphs: int
+    open_tags: int, paragraphs: int, with_utf8: bool
 ) -> None:
     html = formatting_blowup(open_tags, paragraphs).decode()
     with pytest.raises(TooManyElements, match="formatting elements left open"):
-        check_markup(html)
+        check(html, with_utf8)
     started = time.monotonic()
     with pytest.raises(TooManyElements):
-        simplify(html)
+        simplify(html, utf8=html.encode("utf-8") if with_utf8 else None)
     assert time.monotonic() - started < 2  # not parsed: parsing the 29k page takes 1.5 GB
 
 
@@ -40,17 +49,28 @@ def test_open_formatting_elements_rebuilt_in_every_block_are_refused_before_pars
     ],
     ids=["font-div", "i-li", "u-s-h2"],
 )
-def test_other_formatting_elements_and_blocks_are_counted_too(html: str) -> None:
+@WITH_UTF8
+def test_other_formatting_elements_and_blocks_are_counted_too(html: str, with_utf8: bool) -> None:
     with pytest.raises(TooManyElements):
-        check_markup(html)
+        check(html, with_utf8)
 
 
-def test_three_of_a_kind_are_kept_open_so_identical_tags_are_no_blowup() -> None:
-    check_markup(formatting_blowup(2000, 2000, distinct=False).decode())
+@WITH_UTF8
+def test_a_non_ascii_page_is_counted_the_same_on_its_bytes(with_utf8: bool) -> None:
+    opened = "".join(f"<b class=é{i}>ü" for i in range(2000)) + "<p>€</p>" * 2000
+    with pytest.raises(TooManyElements, match="formatting elements left open"):
+        check("<p>" + opened, with_utf8)
+    check("<p>ä</p>" * 3000 + "<b>ö</b>" * 60, with_utf8)
 
 
-def test_closed_formatting_elements_cost_nothing() -> None:
-    check_markup("<p><b>bold</b> <i>it</i> <a href=x>link</a></p>" * 50_000)
+@WITH_UTF8
+def test_three_of_a_kind_are_kept_open_so_identical_tags_are_no_blowup(with_utf8: bool) -> None:
+    check(formatting_blowup(2000, 2000, distinct=False).decode(), with_utf8)
+
+
+@WITH_UTF8
+def test_closed_formatting_elements_cost_nothing(with_utf8: bool) -> None:
+    check("<p><b>bold</b> <i>it</i> <a href=x>link</a></p>" * 50_000, with_utf8)
 
 
 @pytest.mark.parametrize("tag", ["rb", "rt", "rp", "rtc"])
@@ -127,7 +147,8 @@ def test_no_development_page_is_refused_by_the_pre_parse_check(data_dir: Path) -
         with (data_dir / name).open(encoding="utf-8") as lines:
             for line in lines:
                 html = json.loads(line).get("html") or ""
-                check_markup(html)
-                check_markup(html, SimplifyConfig(max_elements=50_000))  # with a wide margin
+                for with_utf8 in (False, True):
+                    check(html, with_utf8)
+                    check(html, with_utf8, SimplifyConfig(max_elements=50_000))  # wide margin
                 pages += 1
     assert pages > 200
