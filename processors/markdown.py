@@ -71,6 +71,13 @@ _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*):")
 # line breaks anywhere are removed, before the scheme is read.
 _C0_OR_SPACE = "".join(chr(code) for code in range(0x21))
 _TAB_OR_NEWLINE = re.compile(r"[\t\n\r]")
+# An absolute http(s) URL that urljoin gives back unchanged, whatever the base: another
+# scheme is returned as it is, the same one re-assembled from its parts, which only an
+# empty query or fragment, params (";") or an unusual host ("[", non-ASCII) would change.
+# Most links are such URLs; they skip the join (tests/processors/test_markdown.py).
+_JOINS_TO_ITSELF = re.compile(
+    r"https?://[^\x00-\x20\x7f-\U0010ffff/?#;\[\]]+(?:/[^?#;]*)?(?:\?[^#]+)?(?:#.+)?"
+)
 # Characters percent-encoded in a link destination: they would end or escape it.
 _URL_UNSAFE = re.compile(r"[\x00-\x20\x7f()<>\\|`\"']")
 _TEX_LINK = re.compile(r"\](?=[(:])")
@@ -186,11 +193,13 @@ class _Converter:
         value = _TAB_OR_NEWLINE.sub("", (value or "").strip(_C0_OR_SPACE))
         if not value or value.startswith("#") or not _allowed(value, schemes):
             return ""
-        if self.base_url:
+        if self.base_url and not _JOINS_TO_ITSELF.fullmatch(value):
+            joined = value
             with contextlib.suppress(ValueError):  # e.g. a malformed IPv6 host: kept as is
-                value = urljoin(self.base_url, value)
-            if not _allowed(value, schemes):  # the page URL itself may be hostile
+                joined = urljoin(self.base_url, value)
+            if joined != value and not _allowed(joined, schemes):  # a hostile page URL
                 return ""
+            value = joined
         return _URL_UNSAFE.sub(lambda match: f"%{ord(match.group(0)):02X}", value)
 
     def text(self, text: str) -> str:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+from urllib.parse import urljoin
 
-from processors.markdown import html_to_markdown
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from processors.markdown import _JOINS_TO_ITSELF, html_to_markdown
 from processors.simplify import simplify
 
 BASE = "https://example.com/docs/page.html"
@@ -114,6 +118,39 @@ def test_images_and_links_resolve_against_base_url() -> None:
         "[abs](https://elsewhere.org/a) "
         "![A big chart](https://example.com/img/chart%20one.png)"
     )
+
+
+_URL_PARTS = st.text(alphabet=st.sampled_from("aZ09-._~%:@!$&'()*+,=/?#;[] é\u3000"), max_size=12)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    scheme=st.sampled_from(["http", "https", "HTTP", "ftp"]),
+    rest=_URL_PARTS,
+    base=st.sampled_from(["https://example.com/docs/a.html", "http://example.org", "ftp://x/"]),
+)
+def test_a_url_taken_as_its_own_join_is_one_urljoin_gives_back(
+    scheme: str, rest: str, base: str
+) -> None:
+    value = f"{scheme}://{rest}"
+    if _JOINS_TO_ITSELF.fullmatch(value):
+        assert urljoin(base, value) == value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "https://example.com/a?",  # empty query: urljoin drops the "?"
+        "https://example.com/a#",
+        "https://example.com/a;",  # params
+        "https://[::1/a",  # urljoin raises
+        "https://exämple.com/a",
+        "HTTPS://example.com/a",
+        "https:///a",
+    ],
+)
+def test_urls_urljoin_would_change_or_refuse_take_the_join(value: str) -> None:
+    assert not _JOINS_TO_ITSELF.fullmatch(value)
 
 
 def test_javascript_and_fragment_links_become_plain_text() -> None:
