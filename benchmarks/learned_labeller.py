@@ -292,7 +292,7 @@ def stages_run(data: Path, out: Path, repeat: int, model: str | None) -> dict[st
     from processors.features import block_features
     from processors.labellers.learned import LearnedModel
     from processors.language import detect_language
-    from processors.pipeline import PipelineSettings, decoded_page
+    from processors.pipeline import PipelineSettings, decoded_page_utf8
     from processors.simplify import check_markup, simplify
     from processors.sources import raw_page_from_row
     from topics.records import MAIN, OTHER, page_id
@@ -310,11 +310,13 @@ def stages_run(data: Path, out: Path, repeat: int, model: str | None) -> dict[st
         return results
 
     for _ in range(repeat):
-        texts = timed("decode", lambda raw: decoded_page(raw, limit), raws)
+        # As the pipeline does: the page's UTF-8 bytes, when it has them, are counted and
+        # parsed instead of the text.
+        pages = timed("decode", lambda raw: decoded_page_utf8(raw, limit), raws)
         timed("page id", lambda raw: page_id(raw.url, raw.html), raws)
-        timed("pre-parse check (in simplify)", check_markup, texts)
-        timed("HTML parse (in simplify)", LexborHTMLParser, texts)
-        documents = timed("simplify, all of it", simplify, texts)
+        timed("pre-parse check (in simplify)", lambda p: check_markup(p.text, None, p.utf8), pages)
+        timed("HTML parse (in simplify)", lambda p: LexborHTMLParser(p.utf8 or p.text), pages)
+        documents = timed("simplify, all of it", lambda p: simplify(p.text, None, p.utf8), pages)
         features = timed(
             "features",
             lambda d: block_features(d.simplified_html, d.mapping_blocks, d.title, d.hints),
