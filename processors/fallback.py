@@ -13,8 +13,12 @@ EXTRACTOR = "fallback:trafilatura"
 logging.getLogger("trafilatura").setLevel(logging.ERROR)
 
 
-def fallback_markdown(html: str, url: str | None = None) -> str:
-    """Markdown of the page's main content by trafilatura; raises NothingSelected if empty."""
+def fallback_markdown(html: str, url: str | None = None, fast: bool = False) -> str:
+    """Markdown of the page's main content by trafilatura; raises NothingSelected if empty.
+    ``fast``: trafilatura's fast mode, without its backup extractors (readability, jusText)
+    that it otherwise runs when its own result looks short: about half the time; the
+    learned labeller's second opinion runs this way (its rule is fitted on this mode's
+    output, ``processors.training.SECOND_OPINION_BASELINE``)."""
     markdown = trafilatura.extract(
         html,
         url=url,
@@ -23,6 +27,7 @@ def fallback_markdown(html: str, url: str | None = None) -> str:
         include_images=False,
         include_links=False,
         favor_recall=False,
+        fast=fast,
     )
     if not markdown or not markdown.strip():
         raise NothingSelected("the fallback extractor found no main content")

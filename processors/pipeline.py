@@ -258,12 +258,12 @@ def reconstruct_page(page: LabelledPage) -> PageRecord | FallbackRequest:
 
 def fallback_page(request: FallbackRequest, raw: RawPage) -> PageRecord:
     """trafilatura on the page; raises NothingSelected when it finds nothing either. On a
-    second opinion, the candidate stays unless trafilatura's Markdown has at least
-    ``second_opinion`` times its words."""
+    second opinion (trafilatura in its fast mode), the candidate stays unless trafilatura's
+    Markdown has at least ``second_opinion`` times its words."""
     started = time.perf_counter()
     candidate = request.candidate
     try:
-        markdown = fallback_markdown(decoded_page(raw), request.url)
+        markdown = fallback_markdown(decoded_page(raw), request.url, fast=candidate is not None)
     except NothingSelected:
         if candidate is None:
             raise

@@ -26,7 +26,8 @@ its threshold and the confidence calibration fitted on the cross-validation's ou
 pages. ``cross_validate(data_dir, seed)`` reports, for pages the scoring model never saw:
 WCXB word F1 (and with / without snippet rates) per page type on ``wcxb_dev`` with 5
 folds grouped by domain, and per file (ROUGE-5 too) with each news file held out whole
-(leave-one-file-out), plus trafilatura and rs-trafilatura on the same pages.
+(leave-one-file-out), plus trafilatura and rs-trafilatura on the same pages, and
+trafilatura's fast mode, the second opinion's extractor (``SECOND_OPINION_BASELINE``).
 """
 
 from __future__ import annotations
@@ -74,8 +75,8 @@ CV_FOLDS = 5
 # out-of-fold pages before it may trade a group's lead for another's (fit_second_opinion):
 # a margin for fitting the rule on the pages it is then scored on.
 MIN_LEAD = 0.002
-# The share of pages the second-opinion rule may ask trafilatura about: each costs a
-# fallback run (on the pages a model is unsure of, about 3x the path's own time).
+# The share of pages the second-opinion rule may ask trafilatura about: each costs a run
+# of its fast mode (several times the path's own time on a page).
 MAX_ASKED = 0.05
 GOOD_F1 = 0.8  # a page is "good" (confidence target) at WCXB word F1 >= this
 PARAMS: dict[str, Any] = {
@@ -381,16 +382,20 @@ def evaluate_learned(
 
 
 BASELINES = ("trafilatura", "rs-trafilatura")
+# What the second opinion runs (trafilatura's fast mode, ``processors.pipeline.fallback_page``):
+# its rule is fitted on this extractor's results.
+SECOND_OPINION_BASELINE = "trafilatura-fast"
 
 
 def baseline_markdown(name: str, html: str, url: str | None) -> str:
-    """The Markdown of one of ``BASELINES`` (empty where it selects nothing)."""
-    if name == "trafilatura":
+    """The Markdown of one of ``BASELINES`` or of ``SECOND_OPINION_BASELINE`` (empty where
+    it selects nothing)."""
+    if name in ("trafilatura", SECOND_OPINION_BASELINE):
         from processors.errors import NothingSelected
         from processors.fallback import fallback_markdown
 
         try:
-            return fallback_markdown(html, url)
+            return fallback_markdown(html, url, fast=name == SECOND_OPINION_BASELINE)
         except NothingSelected:
             return ""
     import rs_trafilatura  # the bench extra
@@ -405,8 +410,9 @@ def baseline_results(
     cache_dir: str | Path | None = None,
     extractors: Sequence[str] = BASELINES,
 ) -> list[PageResult]:
-    """trafilatura (the project's fallback settings) and rs-trafilatura (Markdown output,
-    defaults; the ``bench`` extra) on the same pages, cached per page in ``cache_dir``."""
+    """trafilatura (the project's fallback settings; ``-fast``: its fast mode, the second
+    opinion's) and rs-trafilatura (Markdown output, defaults; the ``bench`` extra) on the
+    same pages, cached per page in ``cache_dir``."""
     cache: dict[str, dict[str, str]] = {}
     cache_path = Path(cache_dir) / "baselines.json" if cache_dir else None
     if cache_path is not None and cache_path.exists():
@@ -509,7 +515,7 @@ def cross_validate(
     seed: int = 0,
     folds: int = CV_FOLDS,
     pages: Sequence[PageData] | None = None,
-    baselines: Sequence[str] = BASELINES,
+    baselines: Sequence[str] = (*BASELINES, SECOND_OPINION_BASELINE),
     cache_dir: str | Path | None = None,
     log: Callable[[str], None] | None = None,
     num_trees: int = NUM_TREES,
@@ -572,22 +578,31 @@ def _page_score(result: PageResult) -> float:
     return result.rouge5 if result.rouge5 is not None else result.word_f1
 
 
-def _pairs(results: Sequence[PageResult]) -> list[tuple[PageResult, PageResult]]:
-    """(learned, trafilatura) of every page the learned labels served."""
+_Triple = tuple[PageResult, PageResult, PageResult]
+
+
+def _pairs(results: Sequence[PageResult]) -> list[_Triple]:
+    """(learned, the second opinion's extractor, the fallback the targets are set against:
+    trafilatura, the second opinion's extractor where trafilatura was not run) of every
+    page the learned labels served."""
+    second = {(r.file, r.id): r for r in results if r.extractor == SECOND_OPINION_BASELINE}
     fallback = {(r.file, r.id): r for r in results if r.extractor == "trafilatura"}
-    return [
-        (r, fallback[(r.file, r.id)])
-        for r in results
-        if r.extractor == "learned"
-        and (r.route or "").startswith("dripper")
-        and r.raw_confidence is not None
-        and (r.file, r.id) in fallback
-    ]
+    triples = []
+    for r in results:
+        key = (r.file, r.id)
+        if (
+            r.extractor == "learned"
+            and (r.route or "").startswith("dripper")
+            and r.raw_confidence is not None
+            and key in second
+        ):
+            triples.append((r, second[key], fallback.get(key, second[key])))
+    return triples
 
 
-def _second_opinion_wins(learned: PageResult, fallback: PageResult, rule: SecondOpinion) -> bool:
+def _second_opinion_wins(learned: PageResult, second: PageResult, rule: SecondOpinion) -> bool:
     ratio = rule.ratio(learned.raw_confidence or 0.0)
-    return ratio is not None and fallback.words > 0 and fallback.words >= ratio * learned.words
+    return ratio is not None and second.words > 0 and second.words >= ratio * learned.words
 
 
 def _target_group(result: PageResult) -> str:
@@ -595,20 +610,18 @@ def _target_group(result: PageResult) -> str:
     return result.page_type if result.file == "wcxb_dev" else result.file
 
 
-def _group_leads(
-    pairs: Sequence[tuple[PageResult, PageResult]], rule: SecondOpinion
-) -> list[float]:
+def _group_leads(pairs: Sequence[_Triple], rule: SecondOpinion) -> list[float]:
     """Per target group, the mean over its pages of the page score with the rule applied
     minus the fallback's."""
     leads: dict[str, list[float]] = defaultdict(list)
-    for learned, fallback in pairs:
-        chosen = fallback if _second_opinion_wins(learned, fallback, rule) else learned
+    for learned, second, fallback in pairs:
+        chosen = second if _second_opinion_wins(learned, second, rule) else learned
         leads[_target_group(learned)].append(_page_score(chosen) - _page_score(fallback))
     return [sum(values) / len(values) for values in leads.values()]
 
 
 def _rule_value(
-    pairs: Sequence[tuple[PageResult, PageResult]], rule: SecondOpinion, max_asked: float
+    pairs: Sequence[_Triple], rule: SecondOpinion, max_asked: float
 ) -> tuple[int, float]:
     """How good a rule is, to be maximised: rules that ask on more than ``max_asked`` of
     the pages rank last; then rules that keep every target group at least ``MIN_LEAD``
@@ -616,7 +629,7 @@ def _rule_value(
     their smallest lead (the weakest group first)."""
     if not pairs:  # no page to judge by (no fallback results): never ask
         return (1, 0.0) if rule == NEVER_ASK else (0, 0.0)
-    asked = sum(rule.ratio(learned.raw_confidence or 0.0) is not None for learned, _ in pairs)
+    asked = sum(rule.ratio(learned.raw_confidence or 0.0) is not None for learned, *_ in pairs)
     if asked > max_asked * len(pairs):
         return -1, -asked
     leads = _group_leads(pairs, rule)
@@ -647,7 +660,7 @@ def fit_second_opinion(
     on held-out sites: fitted on half the sites, the gain per file on the other half."""
     pairs = _pairs(results)
     rule = max(SECOND_OPINION_GRID, key=lambda r: _rule_value(pairs, r, max_asked))
-    groups = sorted({learned.group for learned, _ in pairs})
+    groups = sorted({learned.group for learned, *_ in pairs})
     random.Random(seed).shuffle(groups)
     checks = []
     for half in (set(groups[: len(groups) // 2]), set(groups[len(groups) // 2 :])):
@@ -655,8 +668,8 @@ def fit_second_opinion(
         test_part = [pair for pair in pairs if pair[0].group not in half]
         fitted = max(SECOND_OPINION_GRID, key=lambda r: _rule_value(fit_part, r, max_asked))
         gains: dict[str, list[float]] = defaultdict(list)
-        for learned, fallback in test_part:
-            chosen = fallback if _second_opinion_wins(learned, fallback, fitted) else learned
+        for learned, second, _fallback in test_part:
+            chosen = second if _second_opinion_wins(learned, second, fitted) else learned
             gains[learned.file].append(_page_score(chosen) - _page_score(learned))
         checks.append(
             {
@@ -669,11 +682,11 @@ def fit_second_opinion(
 
 def with_second_opinion(results: Sequence[PageResult], rule: SecondOpinion) -> list[PageResult]:
     """The learned results as the pipeline with the rule serves them (extractor
-    ``learned+second``): trafilatura's result where the rule prefers it."""
+    ``learned+second``): the second opinion's result where the rule prefers it."""
     chosen = {
-        (learned.file, learned.id): fallback
-        for learned, fallback in _pairs(results)
-        if _second_opinion_wins(learned, fallback, rule)
+        (learned.file, learned.id): second
+        for learned, second, _fallback in _pairs(results)
+        if _second_opinion_wins(learned, second, rule)
     }
     return [
         replace(chosen.get((r.file, r.id), r), extractor="learned+second")

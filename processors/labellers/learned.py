@@ -40,11 +40,12 @@ function and applied with linear interpolation. A page with no block selected ha
 confidence 0.
 
 Second opinion (``LabelOutcome.second_opinion``): on a page the model is unsure of, the
-fallback extractor (trafilatura) also runs, and its Markdown replaces ours when it holds at
-least ``second_opinion`` times our words (0: whenever it finds any). The rule, on the raw
-score, is stored in the model file (``SecondOpinion``: below ``replace_below`` the
-fallback's Markdown is preferred, below ``compare_below`` it must be ``longer_ratio`` times
-longer) and fitted by ``processors.training.fit_second_opinion`` on out-of-fold pages,
+fallback extractor (trafilatura) also runs, in its fast mode (without its backup
+extractors), and its Markdown replaces ours when it holds at least ``second_opinion``
+times our words (0: whenever it finds any). The rule, on the raw score, is stored in the
+model file (``SecondOpinion``: below ``replace_below`` the fallback's Markdown is
+preferred, below ``compare_below`` it must be ``longer_ratio`` times longer) and fitted by
+``processors.training.fit_second_opinion`` on out-of-fold pages, on that mode's output,
 within a budget of pages that may ask (``training.MAX_ASKED``), so that it costs little
 time. ``DRIPSTREAM_SECOND_OPINION=0`` turns it off (one fallback run fewer per unsure page).
 

@@ -237,13 +237,19 @@ def cmd_labels(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from processors.training import cross_validate, load_pages, train
+    from processors.training import SECOND_OPINION_BASELINE, cross_validate, load_pages, train
 
     pages = load_pages(args.data)
     cv = None
     if not args.no_calibration:
-        # trafilatura on every page: the second-opinion rule is fitted against it
-        cv = cross_validate(args.data, seed=args.seed, pages=pages, baselines=("trafilatura",))
+        # the second opinion's extractor on every page, which its rule is fitted on, and
+        # trafilatura, the fallback it must keep every page type ahead of
+        cv = cross_validate(
+            args.data,
+            seed=args.seed,
+            pages=pages,
+            baselines=("trafilatura", SECOND_OPINION_BASELINE),
+        )
         print(json.dumps(cv.table("word_f1"), indent=1), file=sys.stderr)
     report = train(args.data, args.model, args.seed, cv=cv, pages=pages)
     print(json.dumps(dataclasses.asdict(report), default=str, indent=1))

@@ -134,8 +134,8 @@ def test_train_writes_a_model_with_both_passes_and_a_fitted_rule(
     tmp_path: Path, data_dir: Path, capsys
 ) -> None:
     """``dripstream train`` on a small copy of the dev files: the grouped CV (with
-    trafilatura on every page, which the second-opinion rule is fitted against), then the
-    model file, which the learned labeller loads."""
+    trafilatura in both modes on every page, which the second-opinion rule is fitted
+    on), then the model file, which the learned labeller loads."""
     from processors.labellers.learned import LearnedLabeller, LearnedModel
     from processors.training import TRAIN_FILES, load_rows
 
