@@ -581,7 +581,7 @@ def _page_score(result: PageResult) -> float:
 _Triple = tuple[PageResult, PageResult, PageResult]
 
 
-def _pairs(results: Sequence[PageResult]) -> list[_Triple]:
+def _triples(results: Sequence[PageResult]) -> list[_Triple]:
     """(learned, the second opinion's extractor, the fallback the targets are set against:
     trafilatura, the second opinion's extractor where trafilatura was not run) of every
     page the learned labels served."""
@@ -610,29 +610,29 @@ def _target_group(result: PageResult) -> str:
     return result.page_type if result.file == "wcxb_dev" else result.file
 
 
-def _group_leads(pairs: Sequence[_Triple], rule: SecondOpinion) -> list[float]:
+def _group_leads(triples: Sequence[_Triple], rule: SecondOpinion) -> list[float]:
     """Per target group, the mean over its pages of the page score with the rule applied
     minus the fallback's."""
     leads: dict[str, list[float]] = defaultdict(list)
-    for learned, second, fallback in pairs:
+    for learned, second, fallback in triples:
         chosen = second if _second_opinion_wins(learned, second, rule) else learned
         leads[_target_group(learned)].append(_page_score(chosen) - _page_score(fallback))
     return [sum(values) / len(values) for values in leads.values()]
 
 
 def _rule_value(
-    pairs: Sequence[_Triple], rule: SecondOpinion, max_asked: float
+    triples: Sequence[_Triple], rule: SecondOpinion, max_asked: float
 ) -> tuple[int, float]:
     """How good a rule is, to be maximised: rules that ask on more than ``max_asked`` of
     the pages rank last; then rules that keep every target group at least ``MIN_LEAD``
     ahead of the fallback, by their mean lead over the groups; the others after them, by
     their smallest lead (the weakest group first)."""
-    if not pairs:  # no page to judge by (no fallback results): never ask
+    if not triples:  # no page to judge by (no fallback results): never ask
         return (1, 0.0) if rule == NEVER_ASK else (0, 0.0)
-    asked = sum(rule.ratio(learned.raw_confidence or 0.0) is not None for learned, *_ in pairs)
-    if asked > max_asked * len(pairs):
+    asked = sum(rule.ratio(learned.raw_confidence or 0.0) is not None for learned, *_ in triples)
+    if asked > max_asked * len(triples):
         return -1, -asked
-    leads = _group_leads(pairs, rule)
+    leads = _group_leads(triples, rule)
     if min(leads) >= MIN_LEAD:
         return 1, sum(leads) / len(leads)
     return 0, min(leads)
@@ -658,14 +658,14 @@ def fit_second_opinion(
     (``_rule_value``). Pure maximin (session 6) bought the weakest group's
     last thousandths with many second opinions that cost every other group. Also a check
     on held-out sites: fitted on half the sites, the gain per file on the other half."""
-    pairs = _pairs(results)
-    rule = max(SECOND_OPINION_GRID, key=lambda r: _rule_value(pairs, r, max_asked))
-    groups = sorted({learned.group for learned, *_ in pairs})
+    triples = _triples(results)
+    rule = max(SECOND_OPINION_GRID, key=lambda r: _rule_value(triples, r, max_asked))
+    groups = sorted({learned.group for learned, *_ in triples})
     random.Random(seed).shuffle(groups)
     checks = []
     for half in (set(groups[: len(groups) // 2]), set(groups[len(groups) // 2 :])):
-        fit_part = [pair for pair in pairs if pair[0].group in half]
-        test_part = [pair for pair in pairs if pair[0].group not in half]
+        fit_part = [triple for triple in triples if triple[0].group in half]
+        test_part = [triple for triple in triples if triple[0].group not in half]
         fitted = max(SECOND_OPINION_GRID, key=lambda r: _rule_value(fit_part, r, max_asked))
         gains: dict[str, list[float]] = defaultdict(list)
         for learned, second, _fallback in test_part:
@@ -685,7 +685,7 @@ def with_second_opinion(results: Sequence[PageResult], rule: SecondOpinion) -> l
     ``learned+second``): the second opinion's result where the rule prefers it."""
     chosen = {
         (learned.file, learned.id): second
-        for learned, second, _fallback in _pairs(results)
+        for learned, second, _fallback in _triples(results)
         if _second_opinion_wins(learned, second, rule)
     }
     return [
