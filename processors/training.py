@@ -381,16 +381,18 @@ def evaluate_learned(
     return results
 
 
-BASELINES = ("trafilatura", "rs-trafilatura")
+FALLBACK_BASELINE = "trafilatura"  # the fallback's own settings: what the targets are set against
+BASELINES = (FALLBACK_BASELINE, "rs-trafilatura")
 # What the second opinion runs (trafilatura's fast mode, ``processors.pipeline.fallback_page``):
-# its rule is fitted on this extractor's results.
+# its rule is fitted on this extractor's results, each group kept ahead of the fallback's.
 SECOND_OPINION_BASELINE = "trafilatura-fast"
+RULE_BASELINES = (FALLBACK_BASELINE, SECOND_OPINION_BASELINE)  # what fit_second_opinion reads
 
 
 def baseline_markdown(name: str, html: str, url: str | None) -> str:
     """The Markdown of one of ``BASELINES`` or of ``SECOND_OPINION_BASELINE`` (empty where
     it selects nothing)."""
-    if name in ("trafilatura", SECOND_OPINION_BASELINE):
+    if name in RULE_BASELINES:
         from processors.errors import NothingSelected
         from processors.fallback import fallback_markdown
 
@@ -586,7 +588,7 @@ def _triples(results: Sequence[PageResult]) -> list[_Triple]:
     trafilatura, the second opinion's extractor where trafilatura was not run) of every
     page the learned labels served."""
     second = {(r.file, r.id): r for r in results if r.extractor == SECOND_OPINION_BASELINE}
-    fallback = {(r.file, r.id): r for r in results if r.extractor == "trafilatura"}
+    fallback = {(r.file, r.id): r for r in results if r.extractor == FALLBACK_BASELINE}
     triples = []
     for r in results:
         key = (r.file, r.id)

@@ -237,19 +237,13 @@ def cmd_labels(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from processors.training import SECOND_OPINION_BASELINE, cross_validate, load_pages, train
+    from processors.training import RULE_BASELINES, cross_validate, load_pages, train
 
     pages = load_pages(args.data)
     cv = None
     if not args.no_calibration:
-        # the second opinion's extractor on every page, which its rule is fitted on, and
-        # trafilatura, the fallback it must keep every page type ahead of
-        cv = cross_validate(
-            args.data,
-            seed=args.seed,
-            pages=pages,
-            baselines=("trafilatura", SECOND_OPINION_BASELINE),
-        )
+        # trafilatura in both modes on every page: the second-opinion rule is fitted on them
+        cv = cross_validate(args.data, seed=args.seed, pages=pages, baselines=RULE_BASELINES)
         print(json.dumps(cv.table("word_f1"), indent=1), file=sys.stderr)
     report = train(args.data, args.model, args.seed, cv=cv, pages=pages)
     print(json.dumps(dataclasses.asdict(report), default=str, indent=1))
