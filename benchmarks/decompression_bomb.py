@@ -22,13 +22,13 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
 
-from streams.demo import broker, start_worker, stop_process
-from streams.kafka import client_options, create_topics
-from streams.settings import StreamSettings
-from streams.soak import rss_mib
-from streams.stages import SOURCE_HEADER
-from streams.tools import describe_dead_letter, wait_for_outputs
-from topics.topics import PAGES
+from dripstream.streams.demo import broker, start_worker, stop_process
+from dripstream.streams.kafka import client_options, create_topics
+from dripstream.streams.settings import StreamSettings
+from dripstream.streams.soak import rss_mib
+from dripstream.streams.stages import SOURCE_HEADER
+from dripstream.streams.tools import describe_dead_letter, wait_for_outputs
+from dripstream.topics.catalog import PAGES
 
 
 async def send_bomb(settings: StreamSettings, size: int) -> None:

@@ -29,12 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
-from processors.errors import PageError
-from processors.features import FEATURE_NAMES
-from processors.labellers.learned import LearnedModel, raw_confidence
-from processors.labels import derive_page
-from processors.reconstruct import reconstruct
-from processors.training import (
+from dripstream.processors.errors import PageError
+from dripstream.processors.extract.reconstruct import reconstruct
+from dripstream.processors.label.features import FEATURE_NAMES
+from dripstream.processors.label.learned import LearnedModel, raw_confidence
+from dripstream.processors.training.labels import derive_page
+from dripstream.processors.training.train import (
     NUM_TREES,
     SECOND_OPINION_GRID,
     THRESHOLD,
@@ -45,7 +45,7 @@ from processors.training import (
     load_pages,
     page_metric,
 )
-from topics.records import MAIN, OTHER
+from dripstream.topics.records import MAIN, OTHER
 
 _LOG_WORDS = FEATURE_NAMES.index("log_words")
 # ("learned", labels), or (an extractor of cv.json: "trafilatura", "rs-trafilatura", None)

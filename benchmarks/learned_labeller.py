@@ -37,11 +37,11 @@ import sys
 import time
 from pathlib import Path
 
-from processors.errors import PageError
-from processors.labels import agreement_with_marks, derive_page
-from processors.reconstruct import reconstruct
-from processors.scoring import score_page
-from processors.training import (
+from dripstream.processors.errors import PageError
+from dripstream.processors.extract.reconstruct import reconstruct
+from dripstream.processors.training.labels import agreement_with_marks, derive_page
+from dripstream.processors.training.scoring import score_page
+from dripstream.processors.training.train import (
     TRAIN_FILES,
     CVReport,
     cross_validate,
@@ -52,7 +52,7 @@ from processors.training import (
     train,
     with_second_opinion,
 )
-from processors.wordf1 import word_score
+from dripstream.processors.training.wordf1 import word_score
 
 ALL_FILES = ("webmainbench_sample.jsonl", *TRAIN_FILES)
 
@@ -209,12 +209,12 @@ def _print_table(result: dict) -> None:
 def speed_run(data: Path, out: Path, repeat: int, model: str | None, file: str, every: int) -> dict:
     """The path with the second opinion (the default), without it, and trafilatura, on the
     same pages (every ``every``-th page of ``file``) in the same run."""
-    from processors.fallback import fallback_markdown
-    from processors.labellers.learned import LearnedLabeller
-    from processors.native import compiled_modules
-    from processors.pipeline import PipelineSettings, extract_pages
-    from processors.sources import raw_page_from_row
-    from processors.tokens import TokenBudget
+    from dripstream.processors.extract.fallback import fallback_markdown
+    from dripstream.processors.extract.tokens import TokenBudget
+    from dripstream.processors.ingest.sources import raw_page_from_row
+    from dripstream.processors.label.learned import LearnedLabeller
+    from dripstream.processors.native import compiled_modules
+    from dripstream.processors.pipeline import PipelineSettings, extract_pages
 
     os.sched_setaffinity(0, {0})
     rows = load_rows(data / file)[::every]
@@ -289,13 +289,13 @@ def speed_run(data: Path, out: Path, repeat: int, model: str | None, file: str, 
 def stages_run(data: Path, out: Path, repeat: int, model: str | None) -> dict[str, float]:
     from selectolax.lexbor import LexborHTMLParser
 
-    from processors.features import block_features
-    from processors.labellers.learned import LearnedModel
-    from processors.language import detect_language
-    from processors.pipeline import PipelineSettings, decoded_page_utf8
-    from processors.simplify import check_markup, simplify
-    from processors.sources import raw_page_from_row
-    from topics.records import MAIN, OTHER, page_id
+    from dripstream.processors.extract.language import detect_language
+    from dripstream.processors.extract.simplify import check_markup, simplify
+    from dripstream.processors.ingest.sources import raw_page_from_row
+    from dripstream.processors.label.features import block_features
+    from dripstream.processors.label.learned import LearnedModel
+    from dripstream.processors.pipeline import PipelineSettings, decoded_page_utf8
+    from dripstream.topics.records import MAIN, OTHER, page_id
 
     os.sched_setaffinity(0, {0})
     raws = [raw_page_from_row(row) for row in load_rows(data / "articles_dev.jsonl")]

@@ -27,11 +27,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from processors.errors import PageError
-from processors.features import CATEGORICAL, FEATURE_NAMES, TAG_CODES
-from processors.labels import derive_page
-from processors.reconstruct import reconstruct
-from processors.training import (
+from dripstream.processors.errors import PageError
+from dripstream.processors.extract.reconstruct import reconstruct
+from dripstream.processors.label.features import CATEGORICAL, FEATURE_NAMES, TAG_CODES
+from dripstream.processors.training.labels import derive_page
+from dripstream.processors.training.train import (
     NUM_TREES,
     PARAMS,
     THRESHOLD,
@@ -41,7 +41,7 @@ from processors.training import (
     load_pages,
     page_metric,
 )
-from topics.records import MAIN, OTHER
+from dripstream.topics.records import MAIN, OTHER
 
 TYPES = ("article", "collection", "documentation", "forum", "listing", "product", "service")
 TYPE_COLUMNS = [f"type_{name}" for name in TYPES]

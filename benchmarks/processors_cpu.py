@@ -25,9 +25,13 @@ import time
 import tracemalloc
 from typing import Any
 
-from processors.pipeline import PipelineSettings, reconstruct_page, simplify_page
-from processors.tokens import EstimatedTokenCounter, HuggingFaceTokenCounter, TokenBudget
-from topics.records import MAIN, LabelledPage, RawPage, SimplifiedPage
+from dripstream.processors.extract.tokens import (
+    EstimatedTokenCounter,
+    HuggingFaceTokenCounter,
+    TokenBudget,
+)
+from dripstream.processors.pipeline import PipelineSettings, reconstruct_page, simplify_page
+from dripstream.topics.records import MAIN, LabelledPage, RawPage, SimplifiedPage
 
 
 def _labelled_all_main(page: SimplifiedPage) -> LabelledPage:

@@ -79,7 +79,7 @@ def produce(path: Path, prefix: str) -> dict[str, object]:
     env = {**os.environ, "DRIPSTREAM_TOPIC_PREFIX": prefix}
     started = time.monotonic()
     child = subprocess.Popen(
-        [sys.executable, "-m", "streams.cli", "produce", str(path), "--quiet"],
+        [sys.executable, "-m", "dripstream.streams.cli", "produce", str(path), "--quiet"],
         env=env,
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
@@ -105,8 +105,8 @@ def main() -> int:
     parser.add_argument("--keep", help="write the files here and keep them")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from streams.kafka import create_topics
-    from streams.settings import StreamSettings
+    from dripstream.streams.kafka import create_topics
+    from dripstream.streams.settings import StreamSettings
 
     prefix = f"bench-produce-{uuid.uuid4().hex[:8]}."
     asyncio.run(create_topics(StreamSettings.from_env(topic_prefix=prefix)))

@@ -8,7 +8,7 @@ whitespace collapsed, lower-cased, at least ``--min-chars`` long) was on at leas
 earlier pages of the same site. Reported per file and rule: the mean change of ROUGE-5
 and of WCXB word F1 against gold over all the sites' pages (Markdown from the labels
 alone, no fallback), and how many demoted blocks the gold-derived labels
-(``processors.labels``) call main or other.
+(``dripstream.processors.training.labels``) call main or other.
 
     .venv/bin/python benchmarks/repeated_text.py
 """
@@ -22,13 +22,13 @@ from collections import Counter, defaultdict
 
 from template_cache import markdown_of, rows_of, sites, teacher_settings
 
-from processors.labellers.registry import build_labeller
-from processors.labels import block_text, derive_block_labels
-from processors.pipeline import simplify_page
-from processors.scoring import score_page
-from processors.sources import raw_page_from_row
-from processors.wordf1 import word_score
-from topics.records import MAIN, OTHER, SimplifiedPage
+from dripstream.processors.ingest.sources import raw_page_from_row
+from dripstream.processors.label.registry import build_labeller
+from dripstream.processors.pipeline import simplify_page
+from dripstream.processors.training.labels import block_text, derive_block_labels
+from dripstream.processors.training.scoring import score_page
+from dripstream.processors.training.wordf1 import word_score
+from dripstream.topics.records import MAIN, OTHER, SimplifiedPage
 
 _WHITESPACE = re.compile(r"\s+")
 

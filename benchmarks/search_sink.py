@@ -21,9 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from processors.pipeline import Outcome  # noqa: E402
-from processors.sinks.search import OpenSearchSink, SearchIndex  # noqa: E402
-from topics.records import PageRecord, document_id  # noqa: E402
+from dripstream.processors.pipeline import Outcome  # noqa: E402
+from dripstream.processors.sinks.search import OpenSearchSink, SearchIndex  # noqa: E402
+from dripstream.topics.records import PageRecord, document_id  # noqa: E402
 
 
 def main() -> int:

@@ -24,17 +24,17 @@ import time
 import uuid
 from pathlib import Path
 
-from processors.labellers.registry import DEFAULT_LABELLER, build_labeller
-from processors.pipeline import PipelineSettings, extract_pages
-from processors.sandbox import Limits, Sandbox
-from streams.demo import broker, start_worker, stop_process
-from streams.kafka import create_topics
-from streams.settings import StreamSettings
-from streams.soak import process_tree, rss_mib
-from streams.stages import SOURCE_HEADER
-from streams.tools import TopicMessage, produce_pages, read_topics, wait_for_outputs
-from topics.records import RawPage
-from topics.topics import ALL_TOPICS, PAGES
+from dripstream.processors.extract.sandbox import Limits, Sandbox
+from dripstream.processors.label.registry import DEFAULT_LABELLER, build_labeller
+from dripstream.processors.pipeline import PipelineSettings, extract_pages
+from dripstream.streams.demo import broker, start_worker, stop_process
+from dripstream.streams.kafka import create_topics
+from dripstream.streams.settings import StreamSettings
+from dripstream.streams.soak import process_tree, rss_mib
+from dripstream.streams.stages import SOURCE_HEADER
+from dripstream.streams.tools import TopicMessage, produce_pages, read_topics, wait_for_outputs
+from dripstream.topics.catalog import ALL_TOPICS, PAGES
+from dripstream.topics.records import RawPage
 
 
 def process_cpu_seconds(pid: int) -> float:

@@ -25,14 +25,12 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from gpu_worker.profiles import DEFAULT_PROFILE, load_profile, pipeline_settings
-from processors.errors import NothingSelected
-from processors.labellers.registry import build_labeller
-from processors.pipeline import PipelineSettings, extract_pages
-from processors.reconstruct import reconstruct
-from processors.scoring import score_page
-from processors.sources import raw_page_from_row
-from processors.templates import (
+from dripstream.gpu_worker.profiles import DEFAULT_PROFILE, load_profile, pipeline_settings
+from dripstream.processors.errors import NothingSelected
+from dripstream.processors.extract.reconstruct import reconstruct
+from dripstream.processors.ingest.sources import raw_page_from_row
+from dripstream.processors.label.registry import build_labeller
+from dripstream.processors.label.templates import (
     TEMPLATE_LABELLER,
     Audit,
     TemplateCache,
@@ -40,8 +38,10 @@ from processors.templates import (
     TemplateSettings,
     registrable_domain,
 )
-from processors.wordf1 import word_score
-from topics.records import MAIN
+from dripstream.processors.pipeline import PipelineSettings, extract_pages
+from dripstream.processors.training.scoring import score_page
+from dripstream.processors.training.wordf1 import word_score
+from dripstream.topics.records import MAIN
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

@@ -46,12 +46,17 @@ from pathlib import Path
 
 from template_cache import run_site, teacher_settings
 
-from processors.labellers.registry import build_labeller
-from processors.pipeline import simplify_page
-from processors.sources import raw_page_from_row
-from processors.templates import BACKOFF_MARK, NOT_SERVED, TemplateCache, TemplateSettings
-from processors.training import BASELINES, baseline_markdown
-from topics.records import SimplifiedPage
+from dripstream.processors.ingest.sources import raw_page_from_row
+from dripstream.processors.label.registry import build_labeller
+from dripstream.processors.label.templates import (
+    BACKOFF_MARK,
+    NOT_SERVED,
+    TemplateCache,
+    TemplateSettings,
+)
+from dripstream.processors.pipeline import simplify_page
+from dripstream.processors.training.train import BASELINES, baseline_markdown
+from dripstream.topics.records import SimplifiedPage
 
 SITES_DIR = Path("out/sites")
 # Debian package -> (documentation root inside it, the site's base URL)

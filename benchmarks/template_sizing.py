@@ -18,12 +18,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from template_cache import rows_of, sites
 
-from processors.labellers.registry import build_labeller
-from processors.pipeline import PipelineSettings, simplify_page
-from processors.sources import raw_page_from_row
-from processors.templates import TemplateCache, TemplateCascade
-from topics.codecs import from_msgpack, to_msgpack
-from topics.records import SimplifiedPage, SiteState
+from dripstream.processors.ingest.sources import raw_page_from_row
+from dripstream.processors.label.registry import build_labeller
+from dripstream.processors.label.templates import TemplateCache, TemplateCascade
+from dripstream.processors.pipeline import PipelineSettings, simplify_page
+from dripstream.topics.codecs import from_msgpack, to_msgpack
+from dripstream.topics.records import SimplifiedPage, SiteState
 
 
 def main() -> None:

@@ -23,10 +23,10 @@ import random
 import time
 from pathlib import Path
 
-from processors.labellers.registry import LabellerOptions, build_labeller
-from processors.pipeline import PipelineSettings, simplify_page
-from processors.templates import TEMPLATE_LABELLER, TemplateCache, TemplateCascade
-from topics.records import RawPage, SimplifiedPage
+from dripstream.processors.label.registry import LabellerOptions, build_labeller
+from dripstream.processors.label.templates import TEMPLATE_LABELLER, TemplateCache, TemplateCascade
+from dripstream.processors.pipeline import PipelineSettings, simplify_page
+from dripstream.topics.records import RawPage, SimplifiedPage
 
 WORDS = "tide harbour ferry crossing morning weather cargo island lighthouse route".split()
 
@@ -83,7 +83,7 @@ def run(labeller, pages: list[SimplifiedPage]) -> tuple[float, int]:
 def teacher_for(name: str):
     if name != "vllm":
         return build_labeller(name)
-    from gpu_worker.synthetic import save_random_qwen3
+    from dripstream.gpu_worker.synthetic import save_random_qwen3
 
     folder = Path(".cache/models/qwen3-tiny-random")
     if not (folder / "config.json").exists():

@@ -24,11 +24,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpu_worker.engine import EngineSettings, configure_cpu_environment  # noqa: E402
-from gpu_worker.profiles import ModelProfile, load_profile  # noqa: E402
-from processors.pipeline import PipelineSettings, simplify_page  # noqa: E402
-from processors.tokens import HuggingFaceTokenCounter  # noqa: E402
-from topics.records import RawPage, SimplifiedPage  # noqa: E402
+from dripstream.gpu_worker.engine import EngineSettings, configure_cpu_environment  # noqa: E402
+from dripstream.gpu_worker.profiles import ModelProfile, load_profile  # noqa: E402
+from dripstream.processors.extract.tokens import HuggingFaceTokenCounter  # noqa: E402
+from dripstream.processors.pipeline import PipelineSettings, simplify_page  # noqa: E402
+from dripstream.topics.records import RawPage, SimplifiedPage  # noqa: E402
 
 A100_BF16_TFLOPS = 312.0  # dense bf16 peak, A100 SXM datasheet
 LAYERS, HIDDEN = 28, 1024  # Qwen3-0.6B, the paper's Appendix A symbols L and d
@@ -57,7 +57,7 @@ def load_pages(data: Path, count: int, tokenizer_dir: Path) -> list[SimplifiedPa
 
 
 def run_ours(profile: ModelProfile, pages: list[SimplifiedPage], engine: EngineSettings) -> dict:
-    from gpu_worker.labeller import VllmLabeller
+    from dripstream.gpu_worker.labeller import VllmLabeller
 
     started = time.perf_counter()
     labeller = VllmLabeller(profile, engine=engine)
@@ -84,8 +84,8 @@ def run_reference(profile: ModelProfile, pages: list[SimplifiedPage], engine: En
     from vllm.platforms import current_platform
     from vllm.sampling_params import StructuredOutputsParams
 
-    from gpu_worker.constraint import answer_regex, max_answer_tokens, parse_answer
-    from gpu_worker.prompt import PromptEncoder
+    from dripstream.gpu_worker.constraint import answer_regex, max_answer_tokens, parse_answer
+    from dripstream.gpu_worker.prompt import PromptEncoder
 
     if current_platform.is_cpu():
         configure_cpu_environment(engine)
@@ -184,7 +184,7 @@ def main() -> None:
 
     model_dir = args.model_dir or ROOT / ".cache" / "models" / f"random-{args.shape}"
     if not (model_dir / "config.json").exists():
-        from gpu_worker.synthetic import QWEN3_0_6B, TINY, save_random_qwen3
+        from dripstream.gpu_worker.synthetic import QWEN3_0_6B, TINY, save_random_qwen3
 
         save_random_qwen3(model_dir, QWEN3_0_6B if args.shape == "qwen3-0.6b" else TINY)
     profile = load_profile("mineru-html-qwen3-0.6b", weights=str(model_dir))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from gpu_worker.profiles import OutputFormat
+from dripstream.gpu_worker.profiles import OutputFormat
 
 
 class AnswerError(ValueError):

@@ -21,22 +21,22 @@ import time
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
-from gpu_worker.constraint import (
+from dripstream.gpu_worker.constraint import (
     AnswerError,
     answer_regex,
     format_answer,
     max_answer_tokens,
     parse_answer,
 )
-from gpu_worker.engine import EngineSettings, start_engine
-from gpu_worker.profiles import DEFAULT_PROFILE, ModelProfile, load_profile
-from gpu_worker.prompt import PromptEncoder
-from gpu_worker.settings import engine_settings_from_env
-from processors.labellers.base import LabelOutcome
-from processors.labellers.cascade import CascadeLabeller
-from processors.labellers.learned import MIN_CONFIDENCE_ENV, LearnedLabeller
-from processors.labellers.registry import LabellerOptions
-from topics.records import SimplifiedPage
+from dripstream.gpu_worker.engine import EngineSettings, start_engine
+from dripstream.gpu_worker.profiles import DEFAULT_PROFILE, ModelProfile, load_profile
+from dripstream.gpu_worker.prompt import PromptEncoder
+from dripstream.gpu_worker.settings import engine_settings_from_env
+from dripstream.processors.label.base import LabelOutcome
+from dripstream.processors.label.handoff import CascadeLabeller
+from dripstream.processors.label.learned import MIN_CONFIDENCE_ENV, LearnedLabeller
+from dripstream.processors.label.registry import LabellerOptions
+from dripstream.topics.records import SimplifiedPage
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -13,16 +13,16 @@ from typing import Any, Literal
 
 import msgspec
 
-from processors.labellers.registry import reads_prompt
-from processors.pipeline import PipelineSettings
-from processors.tokens import (
+from dripstream.processors.extract.tokens import (
     CPU_MAX_BLOCKS,
     EstimatedTokenCounter,
     HuggingFaceTokenCounter,
     TokenBudget,
     TokenCounter,
 )
-from topics.records import LABELS
+from dripstream.processors.label.registry import reads_prompt
+from dripstream.processors.pipeline import PipelineSettings
+from dripstream.topics.records import LABELS
 
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
 DEFAULT_PROFILE = "mineru-html-qwen3-0.6b"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_worker.profiles import ModelProfile
-from processors.simplify import flat_items
-from topics.records import SimplifiedPage
+from dripstream.gpu_worker.profiles import ModelProfile
+from dripstream.processors.extract.simplify import flat_items
+from dripstream.topics.records import SimplifiedPage
 
 
 def render_prompt(profile: ModelProfile, page: SimplifiedPage) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from gpu_worker.engine import EngineSettings
+from dripstream.gpu_worker.engine import EngineSettings
 
 PREFIX = "DRIPSTREAM_VLLM_"
 

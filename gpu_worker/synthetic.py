@@ -193,7 +193,7 @@ def save_random_qwen3(directory: Path, shape: ModelShape = TINY, seed: int = 0) 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m gpu_worker.synthetic OUT_DIR [--shape tiny|qwen3-0.6b] [--seed N]``"""
+    """``python -m dripstream.gpu_worker.synthetic OUT_DIR [--shape tiny|qwen3-0.6b] [--seed N]``"""
     import argparse
 
     parser = argparse.ArgumentParser(description=main.__doc__)

@@ -16,20 +16,20 @@ import importlib.util
 from pathlib import Path
 
 COMPILED_MODULES = (
-    "processors.simplify",
-    "processors.features",
-    "processors.markdown",
-    "processors.page_hints",
+    "dripstream.processors.extract.simplify",
+    "dripstream.processors.label.features",
+    "dripstream.processors.extract.markdown",
+    "dripstream.processors.extract.page_hints",
 )
 
 
 def source_path(module: str) -> Path:
     """The Python source of one of ``COMPILED_MODULES``."""
-    spec = importlib.util.find_spec("processors")
+    package, _, name = module.rpartition(".")
+    spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError("the processors package is not importable")
-    package = Path(next(iter(spec.submodule_search_locations)))
-    return package / f"{module.rsplit('.', 1)[1]}.py"
+        raise ImportError(f"the {package} package is not importable")
+    return Path(next(iter(spec.submodule_search_locations))) / f"{name}.py"
 
 
 def is_compiled(module: str) -> bool:

@@ -19,18 +19,18 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from processors.crawl import charset_param, header_dict, http_body
-from processors.decode import DecodedHtml, check_html, decode_html_utf8
-from processors.errors import ErrorStatus, NothingSelected, PageError, TooLarge
-from processors.fallback import EXTRACTOR as FALLBACK_EXTRACTOR
-from processors.fallback import fallback_markdown
-from processors.labellers.base import Labeller, LabelOutcome
-from processors.language import detect_language
-from processors.reconstruct import reconstruct
-from processors.sandbox import InProcess, PageRunner
-from processors.simplify import SimplifyConfig, simplify
-from processors.tokens import EstimatedTokenCounter, TokenBudget, TokenCounter
-from topics.records import (
+from dripstream.processors.errors import ErrorStatus, NothingSelected, PageError, TooLarge
+from dripstream.processors.extract.fallback import EXTRACTOR as FALLBACK_EXTRACTOR
+from dripstream.processors.extract.fallback import fallback_markdown
+from dripstream.processors.extract.language import detect_language
+from dripstream.processors.extract.reconstruct import reconstruct
+from dripstream.processors.extract.sandbox import InProcess, PageRunner
+from dripstream.processors.extract.simplify import SimplifyConfig, simplify
+from dripstream.processors.extract.tokens import EstimatedTokenCounter, TokenBudget, TokenCounter
+from dripstream.processors.ingest.crawl import charset_param, header_dict, http_body
+from dripstream.processors.ingest.decode import DecodedHtml, check_html, decode_html_utf8
+from dripstream.processors.label.base import Labeller, LabelOutcome
+from dripstream.topics.records import (
     GONE_STATUSES,
     CrawlInfo,
     FallbackRequest,

@@ -5,7 +5,7 @@ Accepted values:
 - a msgpack ``RawPage``;
 - a JSON ``RawPage`` (``html`` as a string; ``fetched_at`` epoch or ISO-8601);
 - a Scrapy-style JSON item (``url``, ``body``, ``headers``, ``status``; a base64 ``body``
-  when the item says ``"body_encoding": "base64"``), as ``processors.crawl`` reads it;
+  when the item says ``"body_encoding": "base64"``), as ``processors.ingest.crawl`` reads it;
 - a WARC response record (plain or gzip-compressed), as Heritrix-, StormCrawler- and
   Nutch-style pipelines publish them: the HTTP status, headers and body, ``WARC-Date``
   as ``fetched_at``; any other WARC record type (request, metadata, ...) is refused;
@@ -24,9 +24,14 @@ import zlib
 
 import msgspec
 
-from processors.crawl import header_dict, page_from_item, parse_time, warc_record_page
-from topics.codecs import SchemaVersionError
-from topics.records import RAW_PAGE_VERSIONS, SCHEMA_VERSION, RawPage
+from dripstream.processors.ingest.crawl import (
+    header_dict,
+    page_from_item,
+    parse_time,
+    warc_record_page,
+)
+from dripstream.topics.codecs import SchemaVersionError
+from dripstream.topics.records import RAW_PAGE_VERSIONS, SCHEMA_VERSION, RawPage
 
 URL_HEADERS = ("url", "x-url", "dripstream-url")
 _MSGPACK_MAP = frozenset((*range(0x80, 0x90), 0xDE, 0xDF))  # fixmap, map16, map32

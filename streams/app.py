@@ -1,4 +1,4 @@
-"""The faust app: one agent per stage, moving ``streams.stages`` outputs between topics.
+"""The faust app: one agent per stage, moving ``dripstream.streams.stages`` outputs between topics.
 
 Delivery is at-least-once: every agent takes micro-batches (``noack_take``), awaits the
 broker's acknowledgement of every output the batch caused, and only then acks the
@@ -17,15 +17,15 @@ from typing import Any
 
 import faust
 
-from gpu_worker.profiles import load_profile, pipeline_settings
-from processors.labellers.base import Labeller
-from processors.sandbox import Limits, Sandbox
-from processors.sinks import open_sink
-from processors.templates import TemplateCache, TemplateCascade
-from streams import health, metrics
-from streams.kafka import FETCH_BYTES, SourceReader, ssl_context
-from streams.settings import StreamSettings
-from streams.stages import (
+from dripstream.gpu_worker.profiles import load_profile, pipeline_settings
+from dripstream.processors.extract.sandbox import Limits, Sandbox
+from dripstream.processors.label.base import Labeller
+from dripstream.processors.label.templates import TemplateCache, TemplateCascade
+from dripstream.processors.sinks import open_sink
+from dripstream.streams import health, metrics
+from dripstream.streams.kafka import FETCH_BYTES, SourceReader, ssl_context
+from dripstream.streams.settings import StreamSettings
+from dripstream.streams.stages import (
     ERROR_HEADER,
     STAGES,
     CpuContext,
@@ -33,8 +33,8 @@ from streams.stages import (
     Outbound,
     StageContext,
 )
-from streams.templates import TemplateStore
-from topics.topics import ALL_TOPICS, DEAD_LETTERS, MAX_MESSAGE_BYTES, RECORDS
+from dripstream.streams.template_store import TemplateStore
+from dripstream.topics.catalog import ALL_TOPICS, DEAD_LETTERS, MAX_MESSAGE_BYTES, RECORDS
 
 log = logging.getLogger("dripstream.app")
 LAG_INTERVAL_S = 10.0  # dripstream_consumer_lag refresh

@@ -17,11 +17,11 @@ import sys
 import time
 from pathlib import Path
 
-from processors.sources import read_pages
-from streams.kafka import create_topics, ready_partitions, specs
-from streams.settings import StreamSettings
-from streams.tools import compute_ledger, produce_pages, wait_for_outputs
-from topics.topics import DEAD_LETTERS
+from dripstream.processors.ingest.sources import read_pages
+from dripstream.streams.kafka import create_topics, ready_partitions, specs
+from dripstream.streams.settings import StreamSettings
+from dripstream.streams.tools import compute_ledger, produce_pages, wait_for_outputs
+from dripstream.topics.catalog import DEAD_LETTERS
 
 ROOT = Path(__file__).resolve().parents[1]
 BROKER_SCRIPT = ROOT / "scripts" / "broker.sh"
@@ -57,7 +57,7 @@ def demo_phrase(markdown: str, words: int = 4) -> str | None:
 def show_search(target: str, records: list[dict], deadline_s: float = 60.0) -> bool:
     """Wait until the sink indexed every record with content, then search for a phrase
     of one of them and print the hits as ``dripstream search`` does."""
-    from processors.sinks.search import SearchIndex
+    from dripstream.processors.sinks.search import SearchIndex
 
     expected = {record["id"] for record in records if not record.get("gone")}
     phrases = [demo_phrase(record["markdown"]) for record in records if not record.get("gone")]
@@ -100,7 +100,11 @@ def start_worker(settings: StreamSettings, log_path: Path, **extra: str) -> subp
     }
     log = log_path.open("ab")
     return subprocess.Popen(
-        [sys.executable, "-m", "streams.cli", "worker"], env=env, stdout=log, stderr=log, cwd=ROOT
+        [sys.executable, "-m", "dripstream.streams.cli", "worker"],
+        env=env,
+        stdout=log,
+        stderr=log,
+        cwd=ROOT,
     )
 
 

@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from streams import metrics
+from dripstream.streams import metrics
 
 AgentFun = Callable[[Any], Awaitable[None]]
 

@@ -14,12 +14,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 
-from streams.settings import StreamSettings
-from topics.records import SourceRef
-from topics.topics import DAY_MS, MAX_MESSAGE_BYTES, TopicSpec, topic_specs
+from dripstream.streams.settings import StreamSettings
+from dripstream.topics.catalog import DAY_MS, MAX_MESSAGE_BYTES, TopicSpec, topic_specs
+from dripstream.topics.records import SourceRef
 
 if TYPE_CHECKING:
-    from streams.stages import Inbound
+    from dripstream.streams.stages import Inbound
 
 FETCH_BYTES = 2 * 1024 * 1024  # per partition; a larger single message still comes through
 TOPIC_WAIT_S = 30.0  # how long a starting worker waits for the pipeline topics to appear
@@ -193,7 +193,7 @@ class SourceReader:
         return self._consumer
 
     async def fetch(self, refs: list[SourceRef]) -> dict[SourceRef, Inbound]:
-        from streams.stages import Inbound
+        from dripstream.streams.stages import Inbound
 
         found: dict[SourceRef, Inbound] = {}
         async with self._lock:

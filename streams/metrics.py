@@ -13,7 +13,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from processors.native import compiled_modules
+from dripstream.processors.native import compiled_modules
 
 REGISTRY = CollectorRegistry()
 # The standard process_* (CPU, memory, open files) and python_* (version, GC) series.

@@ -10,16 +10,16 @@ import os
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from gpu_worker.profiles import DEFAULT_PROFILE
-from processors.labellers.registry import (
+from dripstream.gpu_worker.profiles import DEFAULT_PROFILE
+from dripstream.processors.extract.tokens import CPU_MAX_BLOCKS
+from dripstream.processors.label.registry import (
     DEFAULT_LABELLER,
     LabellerOptions,
     UnknownLabeller,
     check_labeller,
 )
-from processors.sinks.search import SEARCH_SETTINGS
-from processors.templates import TemplateSettings
-from processors.tokens import CPU_MAX_BLOCKS
+from dripstream.processors.label.templates import TemplateSettings
+from dripstream.processors.sinks.search import SEARCH_SETTINGS
 
 
 @dataclass(frozen=True)
@@ -200,7 +200,7 @@ class StreamSettings:
         return settings
 
     def check(self) -> None:
-        from streams.stages import STAGES
+        from dripstream.streams.stages import STAGES
 
         try:
             check_labeller(self.labeller)

@@ -22,14 +22,14 @@ from pathlib import Path
 
 from aiokafka.errors import KafkaError
 
-from streams.demo import broker, start_worker, stop_process
-from streams.kafka import create_topics, producer
-from streams.settings import StreamSettings
-from streams.stages import DEFAULT_STAGES, SOURCE_HEADER
-from streams.tools import compute_ledger, read_topics, wait_for_outputs
-from topics.codecs import to_msgpack
-from topics.records import RawPage
-from topics.topics import PAGES
+from dripstream.streams.demo import broker, start_worker, stop_process
+from dripstream.streams.kafka import create_topics, producer
+from dripstream.streams.settings import StreamSettings
+from dripstream.streams.stages import DEFAULT_STAGES, SOURCE_HEADER
+from dripstream.streams.tools import compute_ledger, read_topics, wait_for_outputs
+from dripstream.topics.catalog import PAGES
+from dripstream.topics.codecs import to_msgpack
+from dripstream.topics.records import RawPage
 
 _WORDS = (
     "river harbour council budget festival engine library orchard storm museum "

@@ -6,7 +6,7 @@ letter) - except the ``sink`` stage, whose output is the sink's write. Nothing r
 bad input. The per-page CPU work (``*_message``) runs in the worker's page runner: a
 sandbox child process that bounds each page's time and memory, called from a thread so
 the event loop keeps heartbeats and health checks answering. The agents in
-``streams.app`` only move these between topics.
+``dripstream.streams.app`` only move these between topics.
 
 Adding a stage: its handler here and one ``Stage`` line in ``STAGES``.
 """
@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from processors.errors import OutputTooLarge, PageError, SourceExpired, TooLarge
-from processors.labellers.base import AsyncLabeller, Labeller, LabelOutcome
-from processors.pipeline import (
+from dripstream.processors.errors import OutputTooLarge, PageError, SourceExpired, TooLarge
+from dripstream.processors.extract.sandbox import InProcess, PageRunner, memory_error_for
+from dripstream.processors.label.base import AsyncLabeller, Labeller, LabelOutcome
+from dripstream.processors.pipeline import (
     Outcome,
     PipelineSettings,
     apply_label_outcomes,
@@ -34,20 +35,10 @@ from processors.pipeline import (
     simplify_page,
     to_fallback,
 )
-from processors.sandbox import InProcess, PageRunner, memory_error_for
-from processors.sinks import DocumentRefused, Refusal, Sink
-from streams import metrics
-from streams.adapter import MalformedInput, check_envelope, parse_raw_page
-from topics.codecs import SchemaVersionError, from_json, from_msgpack, to_json, to_msgpack
-from topics.records import (
-    DeadLetter,
-    FallbackRequest,
-    LabelledPage,
-    PageRecord,
-    SimplifiedPage,
-    SourceRef,
-)
-from topics.topics import (
+from dripstream.processors.sinks import DocumentRefused, Refusal, Sink
+from dripstream.streams import metrics
+from dripstream.streams.adapter import MalformedInput, check_envelope, parse_raw_page
+from dripstream.topics.catalog import (
     DEAD_LETTERS,
     FALLBACK,
     LABELLED,
@@ -55,6 +46,21 @@ from topics.topics import (
     PAGES,
     RECORDS,
     SIMPLIFIED,
+)
+from dripstream.topics.codecs import (
+    SchemaVersionError,
+    from_json,
+    from_msgpack,
+    to_json,
+    to_msgpack,
+)
+from dripstream.topics.records import (
+    DeadLetter,
+    FallbackRequest,
+    LabelledPage,
+    PageRecord,
+    SimplifiedPage,
+    SourceRef,
 )
 
 SOURCE_HEADER = "dripstream-source"  # the identity of the input an output descends from
@@ -64,7 +70,7 @@ MAX_SOURCE_BYTES = 512  # a longer input key is carried as its digest
 OUTPUT_HEADROOM = 64 * 1024  # below the message limit: batch and header overhead
 
 if TYPE_CHECKING:
-    from streams.templates import TemplateStore
+    from dripstream.streams.template_store import TemplateStore
 
 log = logging.getLogger("dripstream.stages")
 

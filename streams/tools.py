@@ -12,12 +12,12 @@ from dataclasses import asdict, dataclass
 import msgspec
 from aiokafka import TopicPartition
 
-from streams.kafka import consumer, producer, ready_partitions
-from streams.settings import StreamSettings
-from streams.stages import ATTEMPTS_HEADER, ERROR_HEADER, SOURCE_HEADER
-from topics.codecs import from_msgpack, to_msgpack
-from topics.records import DeadLetter, RawPage
-from topics.topics import DEAD_LETTERS, PAGES, RECORDS, REPLAYS
+from dripstream.streams.kafka import consumer, producer, ready_partitions
+from dripstream.streams.settings import StreamSettings
+from dripstream.streams.stages import ATTEMPTS_HEADER, ERROR_HEADER, SOURCE_HEADER
+from dripstream.topics.catalog import DEAD_LETTERS, PAGES, RECORDS, REPLAYS
+from dripstream.topics.codecs import from_msgpack, to_msgpack
+from dripstream.topics.records import DeadLetter, RawPage
 
 REPLAY_OF_HEADER = "dripstream-replay-of"  # on a replayed input: the dead letter it was
 MAX_PENDING = 256  # produce: sends awaiting acknowledgement at once

@@ -10,10 +10,10 @@ from typing import Any
 
 import faust
 
-from processors.labellers.registry import build_labeller
-from streams.app import build_app
-from streams.kafka import wait_for_topics
-from streams.settings import StreamSettings
+from dripstream.processors.label.registry import build_labeller
+from dripstream.streams.app import build_app
+from dripstream.streams.kafka import wait_for_topics
+from dripstream.streams.settings import StreamSettings
 
 
 class JsonFormatter(logging.Formatter):

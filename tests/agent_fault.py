@@ -10,8 +10,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import streams.app
-from streams.cli import main
+import dripstream.streams.app
+from dripstream.streams.cli import main
 
 KILL_KEY = b"kill-agent"
 
@@ -20,7 +20,7 @@ class AgentKilled(RuntimeError):
     """The crash."""
 
 
-_inbound = streams.app.inbound
+_inbound = dripstream.streams.app.inbound
 
 
 def inbound(event):  # type: ignore[no-untyped-def]
@@ -29,7 +29,7 @@ def inbound(event):  # type: ignore[no-untyped-def]
     return _inbound(event)
 
 
-streams.app.inbound = inbound
+dripstream.streams.app.inbound = inbound
 
 if __name__ == "__main__":
     sys.exit(main(["worker"]))

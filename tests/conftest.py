@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from processors.native import stale_extensions
-from streams.kafka import create_topics
-from streams.settings import StreamSettings
+from dripstream.processors.native import stale_extensions
+from dripstream.streams.kafka import create_topics
+from dripstream.streams.settings import StreamSettings
 
 DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -96,7 +96,7 @@ class Workers:
         }
         log = (self.log_dir / f"worker-{len(self.processes)}.log").open("wb")
         process = subprocess.Popen(
-            [sys.executable, "-m", "streams.cli", "worker"],
+            [sys.executable, "-m", "dripstream.streams.cli", "worker"],
             env=environment,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -369,7 +369,7 @@ def assert_renders_harmless(markdown: str) -> None:
     from markdown_it import MarkdownIt
     from selectolax.lexbor import LexborHTMLParser
 
-    from processors.markdown import url_scheme
+    from dripstream.processors.extract.markdown import url_scheme
 
     renderer = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
     renderer.validateLink = lambda url: True

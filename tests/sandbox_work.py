@@ -6,8 +6,8 @@ import os
 import signal
 import time
 
-from processors.errors import NotHtml
-from processors.sandbox import memory_error_for
+from dripstream.processors.errors import NotHtml
+from dripstream.processors.extract.sandbox import memory_error_for
 
 
 def echo(context: str, item: str) -> str:

@@ -6,10 +6,10 @@ import asyncio
 import json
 from pathlib import Path
 
-from streams.settings import StreamSettings
-from streams.tools import read_topics
-from topics.records import RawPage
-from topics.topics import RECORDS
+from dripstream.streams.settings import StreamSettings
+from dripstream.streams.tools import read_topics
+from dripstream.topics.catalog import RECORDS
+from dripstream.topics.records import RawPage
 
 
 def dev_pages(data_dir: Path, copies: int, tag: str) -> list[RawPage]:

@@ -6,7 +6,7 @@ from typing import TypeVar
 
 import msgspec
 
-from topics.records import SCHEMA_VERSION
+from dripstream.topics.records import SCHEMA_VERSION
 
 T = TypeVar("T", bound=msgspec.Struct)
 

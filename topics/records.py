@@ -115,7 +115,7 @@ class SimplifiedPage(msgspec.Struct, frozen=True, kw_only=True):
     tagged ``_item_id="1".."n"``. ``mapping_blocks[i]`` is the full-content HTML of block
     ``i + 1``, which reconstruction needs. ``source`` points at the input page (None
     offline, where the caller holds the page). ``hints``: what the page declares it is
-    (``og:type``, JSON-LD ``@type``; names from ``processors.page_hints.HINTS``), which the
+    (``og:type``, JSON-LD ``@type``, from a fixed vocabulary), which the
     simplified HTML no longer holds.
     """
 
@@ -228,7 +228,7 @@ class SiteState(msgspec.Struct, frozen=True, kw_only=True):
     schema_version: int = SCHEMA_VERSION
     signature_rules: int = 1
     """The version of the block-signature rules its counts were learnt under
-    (``processors.templates.SIGNATURE_RULES``; a state written before the field: 1)."""
+    (``SIGNATURE_RULES`` of the template cache; a state written before the field: 1)."""
 
 
 class DeadLetter(msgspec.Struct, frozen=True, kw_only=True):

@@ -1,7 +1,7 @@
 """The output record's JSON Schema, published in the repository for downstream readers.
 
 ``topics/schema/page-record.schema.json`` is generated from ``PageRecord`` by msgspec;
-``python -m topics.schema`` rewrites it, and a test fails when it is out of date.
+``python -m dripstream.topics.schema`` rewrites it, and a test fails when it is out of date.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from topics.records import SCHEMA_VERSION, PageRecord
+from dripstream.topics.records import SCHEMA_VERSION, PageRecord
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "page-record.schema.json"
 

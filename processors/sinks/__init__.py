@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from processors.pipeline import Outcome
+from dripstream.processors.pipeline import Outcome
 
 SINKS: dict[str, str] = {
-    "records": "processors.sinks.jsonl:RecordsJsonlSink",
-    "datatrove": "processors.sinks.jsonl:DatatroveJsonlSink",
-    "opensearch": "processors.sinks.search:OpenSearchSink",
+    "records": "dripstream.processors.sinks.jsonl:RecordsJsonlSink",
+    "datatrove": "dripstream.processors.sinks.jsonl:DatatroveJsonlSink",
+    "opensearch": "dripstream.processors.sinks.search:OpenSearchSink",
 }
 
 

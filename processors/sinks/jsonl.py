@@ -22,7 +22,7 @@ from typing import IO, Any
 
 import msgspec
 
-from processors.pipeline import Outcome
+from dripstream.processors.pipeline import Outcome
 
 
 class _JsonlSink(ABC):

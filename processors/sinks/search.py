@@ -39,8 +39,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
-from processors.pipeline import Outcome
-from processors.sinks import Refusal, SinkError
+from dripstream.processors.pipeline import Outcome
+from dripstream.processors.sinks import Refusal, SinkError
 
 log = logging.getLogger("dripstream.sinks.search")
 

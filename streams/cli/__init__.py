@@ -14,8 +14,8 @@ import zlib
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from streams.cli import develop, offline, operations
-from streams.cli.common import EXIT_BROKER, EXIT_INPUT, EXPECTED, UsageError
+from dripstream.streams.cli import develop, offline, operations
+from dripstream.streams.cli.common import EXIT_BROKER, EXIT_INPUT, EXPECTED, UsageError
 
 DESCRIPTION = "Web pages in, clean Markdown records out: the Dripper method on Kafka."
 EPILOG = """exit codes:

@@ -1,5 +1,5 @@
-"""``python -m streams.cli``: the same as the ``dripstream`` command."""
+"""``python -m dripstream.streams.cli``: the same as the ``dripstream`` command."""
 
-from streams.cli import main
+from dripstream.streams.cli import main
 
 raise SystemExit(main())

@@ -5,20 +5,20 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gpu_worker.profiles import DEFAULT_PROFILE, load_profile, pipeline_settings
-from processors.labellers.base import Labeller
-from processors.labellers.registry import (
+from dripstream.gpu_worker.profiles import DEFAULT_PROFILE, load_profile, pipeline_settings
+from dripstream.processors.extract.tokens import EstimatedTokenCounter
+from dripstream.processors.ingest.sources import SourceError
+from dripstream.processors.label.base import Labeller
+from dripstream.processors.label.registry import (
     DEFAULT_LABELLER,
     LabellerOptions,
     UnknownLabeller,
     build_labeller,
     labeller_names,
 )
-from processors.pipeline import PipelineSettings
-from processors.sinks import SinkError
-from processors.sources import SourceError
-from processors.tokens import EstimatedTokenCounter
-from streams.settings import SettingsError, StreamSettings
+from dripstream.processors.pipeline import PipelineSettings
+from dripstream.processors.sinks import SinkError
+from dripstream.streams.settings import SettingsError, StreamSettings
 
 EXIT_INPUT = 2  # unusable input, a missing file, a bad option value
 EXIT_BROKER = 3  # the broker could not be reached or refused the request

@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from streams.cli.common import UsageError, add_command, stream_settings
+from dripstream.streams.cli.common import UsageError, add_command, stream_settings
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 BROKER_SCRIPT = CHECKOUT / "scripts" / "broker.sh"
@@ -29,7 +29,7 @@ def require_checkout(command: str) -> None:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     require_checkout("demo")
-    from streams.demo import run_demo
+    from dripstream.streams.demo import run_demo
 
     return run_demo(
         stream_settings(args),
@@ -42,7 +42,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_soak(args: argparse.Namespace) -> int:
     require_checkout("soak")
-    from streams.soak import run_soak
+    from dripstream.streams.soak import run_soak
 
     ledger = run_soak(
         stream_settings(args),
@@ -58,7 +58,7 @@ def cmd_soak(args: argparse.Namespace) -> int:
 
 def cmd_broker(args: argparse.Namespace) -> int:
     require_checkout("broker")
-    from streams.demo import broker
+    from dripstream.streams.demo import broker
 
     return broker(args.action)
 

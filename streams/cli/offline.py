@@ -12,16 +12,11 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
-from processors.decode import check_html, decode_html
-from processors.errors import PageError
-from processors.evaluation import EvalReport, evaluate
-from processors.labellers.base import Labeller
-from processors.pipeline import PipelineSettings, extract_pages
-from processors.sandbox import InProcess, Limits, PageRunner, Sandbox
-from processors.simplify import simplify
-from processors.sinks import open_sink
-from processors.sinks.jsonl import RecordsJsonlSink
-from processors.sources import (
+from dripstream.processors.errors import PageError
+from dripstream.processors.extract.sandbox import InProcess, Limits, PageRunner, Sandbox
+from dripstream.processors.extract.simplify import simplify
+from dripstream.processors.ingest.decode import check_html, decode_html
+from dripstream.processors.ingest.sources import (
     HTML_SUFFIXES,
     JSONL_SUFFIXES,
     WARC_SUFFIXES,
@@ -31,8 +26,13 @@ from processors.sources import (
     read_pages,
     read_rows,
 )
-from processors.templates import TemplateCascade
-from streams.cli.common import (
+from dripstream.processors.label.base import Labeller
+from dripstream.processors.label.templates import TemplateCascade
+from dripstream.processors.pipeline import PipelineSettings, extract_pages
+from dripstream.processors.sinks import open_sink
+from dripstream.processors.sinks.jsonl import RecordsJsonlSink
+from dripstream.processors.training.evaluation import EvalReport, evaluate
+from dripstream.streams.cli.common import (
     EXIT_INPUT,
     UsageError,
     add_command,
@@ -229,7 +229,7 @@ def _print_report(report: EvalReport) -> None:
 
 
 def cmd_labels(args: argparse.Namespace) -> int:
-    from processors.labels import derive_labels
+    from dripstream.processors.training.labels import derive_labels
 
     report = derive_labels(read_rows(args.dataset), args.out, source=Path(args.dataset).name)
     print(json.dumps(dataclasses.asdict(report)), file=sys.stderr)
@@ -237,7 +237,12 @@ def cmd_labels(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from processors.training import RULE_BASELINES, cross_validate, load_pages, train
+    from dripstream.processors.training.train import (
+        RULE_BASELINES,
+        cross_validate,
+        load_pages,
+        train,
+    )
 
     pages = load_pages(args.data)
     cv = None

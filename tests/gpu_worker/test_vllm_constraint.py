@@ -8,16 +8,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpu_worker.constraint import (
+from dripstream.gpu_worker.constraint import (
     AnswerError,
     answer_regex,
     format_answer,
     max_answer_tokens,
     parse_answer,
 )
-from gpu_worker.engine import EngineSettings
-from gpu_worker.profiles import load_profile, profile_names
-from gpu_worker.settings import engine_settings_from_env
+from dripstream.gpu_worker.engine import EngineSettings
+from dripstream.gpu_worker.profiles import load_profile, profile_names
+from dripstream.gpu_worker.settings import engine_settings_from_env
 
 LABELS = ["main", "other"]
 FORMATS = ["json", "compact"]
@@ -105,7 +105,7 @@ def test_vllm_engine_settings_from_env() -> None:
 
 
 def test_the_profile_sets_the_budget_and_tokenizer_of_the_whole_pipeline(tmp_path) -> None:
-    from gpu_worker.profiles import pipeline_settings
+    from dripstream.gpu_worker.profiles import pipeline_settings
 
     hub = pipeline_settings(load_profile("mineru-html-qwen3-0.6b", weights=str(tmp_path)))
     assert hub.budget.context_tokens == 32768
@@ -113,9 +113,9 @@ def test_the_profile_sets_the_budget_and_tokenizer_of_the_whole_pipeline(tmp_pat
 
 
 def test_published_profiles_show_the_model_the_blocks_alone() -> None:
-    from gpu_worker.prompt import render_prompt
-    from processors.pipeline import PipelineSettings, simplify_page
-    from topics.records import RawPage
+    from dripstream.gpu_worker.prompt import render_prompt
+    from dripstream.processors.pipeline import PipelineSettings, simplify_page
+    from dripstream.topics.records import RawPage
 
     html = (
         b"<body><article class='post'><h1>Lighthouses</h1><div class='text'>"

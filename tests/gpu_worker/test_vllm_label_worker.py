@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from streams.kafka import producer
-from streams.settings import StreamSettings
-from streams.tools import read_topics
-from topics.codecs import from_msgpack, to_msgpack
-from topics.records import FallbackRequest, LabelledPage, SimplifiedPage
-from topics.topics import FALLBACK, LABELLED, SIMPLIFIED
+from dripstream.streams.kafka import producer
+from dripstream.streams.settings import StreamSettings
+from dripstream.streams.tools import read_topics
+from dripstream.topics.catalog import FALLBACK, LABELLED, SIMPLIFIED
+from dripstream.topics.codecs import from_msgpack, to_msgpack
+from dripstream.topics.records import FallbackRequest, LabelledPage, SimplifiedPage
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

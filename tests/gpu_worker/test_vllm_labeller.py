@@ -15,11 +15,11 @@ import msgspec
 import psutil
 import pytest
 
-from gpu_worker.constraint import answer_regex, format_answer
-from gpu_worker.labeller import VllmLabeller
-from gpu_worker.prompt import PromptEncoder
-from processors.pipeline import label_pages
-from topics.records import LABELS, LabelledPage, SimplifiedPage
+from dripstream.gpu_worker.constraint import answer_regex, format_answer
+from dripstream.gpu_worker.labeller import VllmLabeller
+from dripstream.gpu_worker.prompt import PromptEncoder
+from dripstream.processors.pipeline import label_pages
+from dripstream.topics.records import LABELS, LabelledPage, SimplifiedPage
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +35,7 @@ def test_vllm_tokenizer_matches_tiktoken(real_pages: list[SimplifiedPage], tiny_
     import tiktoken
     from transformers import AutoTokenizer
 
-    from gpu_worker.synthetic import QWEN_SPLIT_PATTERN, read_tiktoken_ranks
+    from dripstream.gpu_worker.synthetic import QWEN_SPLIT_PATTERN, read_tiktoken_ranks
 
     reference = tiktoken.Encoding(
         "qwen", pat_str=QWEN_SPLIT_PATTERN, mergeable_ranks=read_tiktoken_ranks(), special_tokens={}
@@ -137,7 +137,7 @@ def test_eval_scores_the_vllm_labeller_chosen_by_name(
     """The registry serves the production labeller to the offline CLI as well."""
     import json
 
-    from streams.cli import main
+    from dripstream.streams.cli import main
 
     rows = (data_dir / "articles_dev.jsonl").read_text(encoding="utf-8").splitlines()[:2]
     dataset = tmp_path / "two.jsonl"

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import yaml
 
-from gpu_worker.profiles import load_profile, pipeline_settings
-from processors.sinks import SINKS
-from streams.settings import SETTINGS, StreamSettings
-from streams.stages import DEFAULT_STAGES, STAGES
+from dripstream.gpu_worker.profiles import load_profile, pipeline_settings
+from dripstream.processors.sinks import SINKS
+from dripstream.streams.settings import SETTINGS, StreamSettings
+from dripstream.streams.stages import DEFAULT_STAGES, STAGES
 
 K8S = Path(__file__).resolve().parents[2] / "k8s"
 
@@ -168,7 +168,7 @@ EXTERNAL_METRICS = {"kube_pod_container_status_restarts_total"}  # kube-state-me
 
 
 def _exported_series() -> set[str]:
-    from streams import metrics
+    from dripstream.streams import metrics
 
     names = set()
     for family in metrics.REGISTRY.collect():

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
-from processors.labellers.heuristic import HeuristicLabeller
-from processors.pipeline import Outcome, PipelineSettings, extract_pages
-from processors.simplify import SimplifyConfig, simplify
-from topics.records import RawPage
+from dripstream.processors.extract.simplify import SimplifyConfig, simplify
+from dripstream.processors.label.heuristic import HeuristicLabeller
+from dripstream.processors.pipeline import Outcome, PipelineSettings, extract_pages
+from dripstream.topics.records import RawPage
 
 LABELLER = HeuristicLabeller()
 SETTINGS = PipelineSettings()

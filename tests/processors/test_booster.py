@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from processors.labellers.booster import Booster, BoosterError
-from processors.labellers.learned import default_model_path
+from dripstream.processors.label.booster import Booster, BoosterError
+from dripstream.processors.label.learned import default_model_path
 
 
 def test_predictions_equal_the_python_packages() -> None:
@@ -53,9 +53,9 @@ def test_labelling_imports_neither_lightgbm_nor_its_optional_dependencies() -> N
     """The Python package pulls in SciPy (and pandas where installed): ~90 MiB a worker."""
     code = (
         "import sys\n"
-        "from processors.labellers.registry import build_labeller\n"
-        "from processors.pipeline import simplify_page, PipelineSettings\n"
-        "from processors.sources import raw_page_from_row\n"
+        "from dripstream.processors.label.registry import build_labeller\n"
+        "from dripstream.processors.pipeline import simplify_page, PipelineSettings\n"
+        "from dripstream.processors.ingest.sources import raw_page_from_row\n"
         "html = '<p>' + 'Words of a paragraph. ' * 40 + '</p><p>More.</p>'\n"
         "row = {'url': 'https://example.org/', 'html': html}\n"
         "page = simplify_page(raw_page_from_row(row), PipelineSettings())\n"

@@ -16,14 +16,14 @@ import pytest
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from processors.crawl import dechunk, http_body, parse_time
-from processors.errors import NotHtml, TooLarge
-from processors.labellers.heuristic import HeuristicLabeller
-from processors.pipeline import PipelineSettings, decoded_page, extract_pages
-from processors.sinks import open_sink
-from processors.sources import SourceError, read_pages
-from streams.adapter import MalformedInput, parse_raw_page
-from topics.records import RawPage, document_id
+from dripstream.processors.errors import NotHtml, TooLarge
+from dripstream.processors.ingest.crawl import dechunk, http_body, parse_time
+from dripstream.processors.ingest.sources import SourceError, read_pages
+from dripstream.processors.label.heuristic import HeuristicLabeller
+from dripstream.processors.pipeline import PipelineSettings, decoded_page, extract_pages
+from dripstream.processors.sinks import open_sink
+from dripstream.streams.adapter import MalformedInput, parse_raw_page
+from dripstream.topics.records import RawPage, document_id
 
 POLISH = (
     "<html><head><title>Zażółć gęślą jaźń</title></head><body><article>"

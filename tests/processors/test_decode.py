@@ -7,8 +7,13 @@ import random
 
 import pytest
 
-from processors.decode import check_html, decode_html, decode_html_utf8, detect_charset
-from processors.errors import EmptyDocument, NotHtml
+from dripstream.processors.errors import EmptyDocument, NotHtml
+from dripstream.processors.ingest.decode import (
+    check_html,
+    decode_html,
+    decode_html_utf8,
+    detect_charset,
+)
 
 FRENCH = "Le café crème et la crêpe brûlée sont délicieux à Noël, déjà très appréciés. "
 

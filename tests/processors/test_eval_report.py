@@ -3,10 +3,10 @@ template cache's share and agreement when it runs in front of the labeller."""
 
 from __future__ import annotations
 
-from processors.evaluation import evaluate
-from processors.labellers.heuristic import HeuristicLabeller
-from processors.pipeline import PipelineSettings
-from processors.templates import TemplateCache, TemplateCascade, TemplateSettings
+from dripstream.processors.label.heuristic import HeuristicLabeller
+from dripstream.processors.label.templates import TemplateCache, TemplateCascade, TemplateSettings
+from dripstream.processors.pipeline import PipelineSettings
+from dripstream.processors.training.evaluation import evaluate
 
 
 def row(number: int, page_type: str) -> dict:

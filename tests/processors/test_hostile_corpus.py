@@ -47,7 +47,7 @@ def _dripstream() -> list[str]:
     if script.exists():
         return [str(script)]
     found = shutil.which("dripstream")
-    return [found] if found else [sys.executable, "-m", "streams.cli"]
+    return [found] if found else [sys.executable, "-m", "dripstream.streams.cli"]
 
 
 # Runs the command and writes its peak RSS (KiB, wait4) to argv[1]. A child forked by this

@@ -6,8 +6,14 @@ import codecs
 
 import pytest
 
-from processors.decode import WHATWG_LABELS, charset_codec, check_html, decode_html, detect_charset
-from processors.errors import NotHtml
+from dripstream.processors.errors import NotHtml
+from dripstream.processors.ingest.decode import (
+    WHATWG_LABELS,
+    charset_codec,
+    check_html,
+    decode_html,
+    detect_charset,
+)
 
 TEXT = "Le café crème et la crêpe brûlée sont délicieux à Noël."
 # Python codecs that are not the charset of any web page: bytes-to-bytes transforms,

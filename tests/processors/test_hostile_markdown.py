@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
-from processors.markdown import html_to_markdown, url_scheme
-from processors.reconstruct import reconstruct
-from processors.simplify import simplify
+from dripstream.processors.extract.markdown import html_to_markdown, url_scheme
+from dripstream.processors.extract.reconstruct import reconstruct
+from dripstream.processors.extract.simplify import simplify
 
 markdown_it = pytest.importorskip("markdown_it")
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from hostile_corpus import formatting_blowup, nested_lists_around_nav, page
 
-from processors.errors import PageTimeout, TooDeep, TooManyElements
-from processors.simplify import SimplifyConfig, check_markup, simplify
+from dripstream.processors.errors import PageTimeout, TooDeep, TooManyElements
+from dripstream.processors.extract.simplify import SimplifyConfig, check_markup, simplify
 
 # check_markup counts on the page's UTF-8 bytes when the caller has them: every verdict
 # must be the same either way.

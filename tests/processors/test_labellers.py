@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from processors.annotations import strip_annotation_marks
-from processors.errors import NotAnnotated
-from processors.fallback import EXTRACTOR as FALLBACK_EXTRACTOR
-from processors.labellers.base import Labeller
-from processors.labellers.fallback_only import FallbackOnlyLabeller
-from processors.labellers.heuristic import HeuristicLabeller
-from processors.labellers.oracle import OracleLabeller
-from processors.pipeline import Outcome, PipelineSettings, extract_pages, simplify_page
-from topics.records import MAIN, OTHER, RawPage, SimplifiedPage, page_id
+from dripstream.processors.errors import NotAnnotated
+from dripstream.processors.extract.fallback import EXTRACTOR as FALLBACK_EXTRACTOR
+from dripstream.processors.label.base import Labeller
+from dripstream.processors.label.fallback_only import FallbackOnlyLabeller
+from dripstream.processors.label.heuristic import HeuristicLabeller
+from dripstream.processors.pipeline import Outcome, PipelineSettings, extract_pages, simplify_page
+from dripstream.processors.training.annotations import strip_annotation_marks
+from dripstream.processors.training.oracle import OracleLabeller
+from dripstream.topics.records import MAIN, OTHER, RawPage, SimplifiedPage, page_id
 
 ANNOTATION_MARKS = ("cc-select", "mark-selected", "data-anno-uid", "cc-extraStyle", "marked-text")
 SETTINGS = PipelineSettings()

@@ -1,12 +1,16 @@
-"""Block labels derived from gold text (processors.labels)."""
+"""Block labels derived from gold text (dripstream.processors.training.labels)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from processors.labels import agreement_with_marks, derive_block_labels, derive_labels
-from topics.records import MAIN, OTHER
+from dripstream.processors.training.labels import (
+    agreement_with_marks,
+    derive_block_labels,
+    derive_labels,
+)
+from dripstream.topics.records import MAIN, OTHER
 
 ARTICLE = [
     "<p>Home About Contact Login</p>",

@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from processors.features import (
+from dripstream.processors.ingest.sources import raw_page_from_row
+from dripstream.processors.label.base import Labeller
+from dripstream.processors.label.features import (
     CONTEXT_NAMES,
     FEATURE_NAMES,
     N_FEATURES,
@@ -17,17 +19,21 @@ from processors.features import (
     context_features,
     page_features,
 )
-from processors.labellers.base import Labeller
-from processors.labellers.learned import (
+from dripstream.processors.label.learned import (
     LearnedLabeller,
     LearnedModel,
     default_model_path,
 )
-from processors.labellers.registry import build_labeller
-from processors.pipeline import PipelineSettings, extract_pages, simplify_page
-from processors.sources import raw_page_from_row
-from processors.training import fit_model, group_folds, isotonic, load_rows, prepare_pages
-from topics.records import MAIN, OTHER, SimplifiedPage
+from dripstream.processors.label.registry import build_labeller
+from dripstream.processors.pipeline import PipelineSettings, extract_pages, simplify_page
+from dripstream.processors.training.train import (
+    fit_model,
+    group_folds,
+    isotonic,
+    load_rows,
+    prepare_pages,
+)
+from dripstream.topics.records import MAIN, OTHER, SimplifiedPage
 
 SETTINGS = PipelineSettings()
 PAGE = """<html><head><title>Rivers of the plains</title></head><body>

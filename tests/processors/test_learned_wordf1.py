@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from processors.wordf1 import snippet_rate, word_f1, word_score, word_tokens
+from dripstream.processors.training.wordf1 import snippet_rate, word_f1, word_score, word_tokens
 
 
 def test_tokens_are_lower_cased_word_runs() -> None:
@@ -45,8 +45,8 @@ def test_word_score_reports_with_and_without_rates() -> None:
 
 def test_a_page_is_scored_by_its_files_metric() -> None:
     """Benchmarks score news pages by ROUGE-5 and WCXB pages by word F1 with snippets."""
-    from processors.scoring import score_page
-    from processors.training import page_metric
+    from dripstream.processors.training.scoring import score_page
+    from dripstream.processors.training.train import page_metric
 
     gold = "one two three four five six seven eight"
     text = "one two three four five six eight seven"

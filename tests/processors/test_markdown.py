@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from processors.markdown import _JOINS_TO_ITSELF, html_to_markdown
-from processors.simplify import simplify
+from dripstream.processors.extract.markdown import _JOINS_TO_ITSELF, html_to_markdown
+from dripstream.processors.extract.simplify import simplify
 
 BASE = "https://example.com/docs/page.html"
 

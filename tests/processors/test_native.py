@@ -14,11 +14,13 @@ import pytest
 from hostile_corpus import hostile_cases
 from selectolax.lexbor import LexborHTMLParser
 
-from processors import features, markdown, native, page_hints, simplify
-from processors.errors import PageError
-from processors.pipeline import decoded_page
-from processors.sources import raw_page_from_row
-from processors.training import load_rows
+from dripstream.processors import native
+from dripstream.processors.errors import PageError
+from dripstream.processors.extract import markdown, page_hints, simplify
+from dripstream.processors.ingest.sources import raw_page_from_row
+from dripstream.processors.label import features
+from dripstream.processors.pipeline import decoded_page
+from dripstream.processors.training.train import load_rows
 
 PURE = os.environ.get("DRIPSTREAM_PURE_PYTHON") == "1"
 pytestmark = pytest.mark.skipif(PURE, reason="DRIPSTREAM_PURE_PYTHON=1: nothing compiled")
@@ -75,7 +77,7 @@ def test_the_build_compiles_every_hot_module() -> None:
 def test_compiled_simplify_gives_the_source_output_on_dev_and_hostile_pages(
     pages: list[str],
 ) -> None:
-    source = from_source("processors.simplify")
+    source = from_source("dripstream.processors.extract.simplify")
     hostile = [
         case.data.decode("utf-8", "replace")
         for case in hostile_cases(include_slow=False)
@@ -88,8 +90,8 @@ def test_compiled_simplify_gives_the_source_output_on_dev_and_hostile_pages(
 
 
 def test_compiled_features_and_hints_give_the_source_output(pages: list[str]) -> None:
-    source_features = from_source("processors.features")
-    source_hints = from_source("processors.page_hints")
+    source_features = from_source("dripstream.processors.label.features")
+    source_hints = from_source("dripstream.processors.extract.page_hints")
     for html in pages:
         assert page_hints.page_hints(LexborHTMLParser(html)) == source_hints.page_hints(
             LexborHTMLParser(html)
@@ -103,7 +105,7 @@ def test_compiled_features_and_hints_give_the_source_output(pages: list[str]) ->
 
 
 def test_compiled_markdown_gives_the_source_output(pages: list[str]) -> None:
-    source = from_source("processors.markdown")
+    source = from_source("dripstream.processors.extract.markdown")
     for html in pages:
         blocks = simplify.simplify(html).mapping_blocks
         for fragment in ("".join(blocks), *blocks[:40]):

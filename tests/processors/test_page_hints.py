@@ -5,11 +5,11 @@ from __future__ import annotations
 import msgspec
 from selectolax.lexbor import LexborHTMLParser
 
-from processors.features import FEATURE_NAMES, page_features
-from processors.page_hints import MAX_LD_CHARS, page_hints
-from processors.pipeline import PipelineSettings, simplify_page
-from processors.simplify import simplify
-from topics.records import RawPage, SimplifiedPage
+from dripstream.processors.extract.page_hints import MAX_LD_CHARS, page_hints
+from dripstream.processors.extract.simplify import simplify
+from dripstream.processors.label.features import FEATURE_NAMES, page_features
+from dripstream.processors.pipeline import PipelineSettings, simplify_page
+from dripstream.topics.records import RawPage, SimplifiedPage
 
 BODY = "<body><article><p>" + "The river rose in the night and the town woke to water. " * 8
 BODY += "</p></article></body>"

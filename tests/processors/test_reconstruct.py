@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from processors.errors import LabelMismatch, NothingSelected
-from processors.reconstruct import reconstruct
-from topics.records import MAIN, OTHER
+from dripstream.processors.errors import LabelMismatch, NothingSelected
+from dripstream.processors.extract.reconstruct import reconstruct
+from dripstream.topics.records import MAIN, OTHER
 
 BLOCKS = [
     '<h1 _item_id="1">Title</h1>',

@@ -7,15 +7,15 @@ import sys
 
 import pytest
 
-from processors.labellers.base import AnnotationReader, AsyncLabeller, Labeller
-from processors.labellers.registry import (
+from dripstream.processors.label.base import AnnotationReader, AsyncLabeller, Labeller
+from dripstream.processors.label.registry import (
     LABELLERS,
     LabellerOptions,
     UnknownLabeller,
     build_labeller,
 )
-from streams.cli import make_parser
-from streams.settings import SettingsError, StreamSettings
+from dripstream.streams.cli import make_parser
+from dripstream.streams.settings import SettingsError, StreamSettings
 
 
 @pytest.mark.parametrize("name", ["heuristic", "oracle", "fallback"])
@@ -47,8 +47,9 @@ def test_the_cli_and_the_stream_offer_the_same_labellers() -> None:
 
 def test_heavy_labellers_are_imported_only_when_built() -> None:
     code = (
-        "import sys; import processors.labellers.registry, streams.cli, streams.settings;"
-        "print('gpu_worker.labeller' in sys.modules, 'vllm' in sys.modules)"
+        "import sys; import dripstream.processors.label.registry, dripstream.streams.cli,"
+        " dripstream.streams.settings;"
+        "print('dripstream.gpu_worker.labeller' in sys.modules, 'vllm' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
@@ -71,7 +72,7 @@ class Unsure:
     name = "unsure"
 
     def label(self, pages):
-        from processors.labellers.base import LabelOutcome
+        from dripstream.processors.label.base import LabelOutcome
 
         return [
             LabelOutcome(None, failure="low_confidence", confidence=0.2)
@@ -88,16 +89,16 @@ class Expert:
         self.seen: list[str] = []
 
     def label(self, pages):
-        from processors.labellers.base import LabelOutcome
+        from dripstream.processors.label.base import LabelOutcome
 
         self.seen += [page.url for page in pages]
         return [LabelOutcome(["other"] * page.block_count) for page in pages]
 
 
 def test_a_cascade_sends_only_low_confidence_pages_to_the_second_labeller() -> None:
-    from processors.labellers.cascade import CascadeLabeller
-    from processors.pipeline import PipelineSettings, label_pages, simplify_page
-    from topics.records import RawPage
+    from dripstream.processors.label.handoff import CascadeLabeller
+    from dripstream.processors.pipeline import PipelineSettings, label_pages, simplify_page
+    from dripstream.topics.records import RawPage
 
     html = b"<html><body><article><p>" + b"Words of a paragraph. " * 20 + b"</p></article>"
     pages = [
@@ -114,9 +115,9 @@ def test_a_cascade_sends_only_low_confidence_pages_to_the_second_labeller() -> N
 def test_a_labeller_without_a_prompt_gets_a_block_cap_instead_of_the_models_context() -> None:
     """Large pages reach a CPU labeller instead of the fallback; a prompt labeller keeps
     the profile's context as its budget; both count tokens with the profile's tokenizer."""
-    from gpu_worker.profiles import load_profile, pipeline_settings
-    from processors.pipeline import simplify_page
-    from topics.records import FallbackRequest, RawPage, SimplifiedPage
+    from dripstream.gpu_worker.profiles import load_profile, pipeline_settings
+    from dripstream.processors.pipeline import simplify_page
+    from dripstream.topics.records import FallbackRequest, RawPage, SimplifiedPage
 
     profile = load_profile("mineru-html-qwen3-0.6b")
     page = RawPage(

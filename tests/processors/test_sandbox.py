@@ -7,8 +7,8 @@ import time
 import pytest
 from sandbox_work import echo, misbehave
 
-from processors.errors import NotHtml, PageMemoryExceeded, PageTimeout, WorkerCrashed
-from processors.sandbox import InProcess, Limits, Sandbox, memory_error_for
+from dripstream.processors.errors import NotHtml, PageMemoryExceeded, PageTimeout, WorkerCrashed
+from dripstream.processors.extract.sandbox import InProcess, Limits, Sandbox, memory_error_for
 
 
 @pytest.fixture(scope="module")

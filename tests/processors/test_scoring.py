@@ -1,4 +1,4 @@
-"""Behaviour of the ROUGE-N scoring used for evaluation (processors.scoring)."""
+"""Behaviour of the ROUGE-N scoring used for evaluation (dripstream.processors.training.scoring)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from processors.scoring import Score, normalise_for_scoring, rouge_n, score_page, tokenize
+from dripstream.processors.training.scoring import (
+    Score,
+    normalise_for_scoring,
+    rouge_n,
+    score_page,
+    tokenize,
+)
 
 PLAIN = (
     "Release notes\n\n"
@@ -204,7 +210,7 @@ def test_normalisation_is_idempotent_on_any_text(text: str) -> None:
 
 
 def test_an_escaped_tag_normalises_like_the_gold_without_a_stray_backslash() -> None:
-    from processors.scoring import normalise_for_scoring
+    from dripstream.processors.training.scoring import normalise_for_scoring
 
     escaped = normalise_for_scoring(r"Watch \<The Palace: Tale\> tonight")
     assert escaped == normalise_for_scoring("Watch <The Palace: Tale> tonight")

@@ -7,9 +7,10 @@ import msgspec
 import pytest
 import trafilatura
 
-from processors.errors import NothingSelected
-from processors.labellers.learned import LearnedLabeller, LearnedModel, SecondOpinion
-from processors.pipeline import (
+from dripstream.processors.errors import NothingSelected
+from dripstream.processors.ingest.sources import raw_page_from_row
+from dripstream.processors.label.learned import LearnedLabeller, LearnedModel, SecondOpinion
+from dripstream.processors.pipeline import (
     SECOND_OPINION,
     PipelineSettings,
     extract_pages,
@@ -17,8 +18,7 @@ from processors.pipeline import (
     reconstruct_page,
     simplify_page,
 )
-from processors.sources import raw_page_from_row
-from processors.training import (
+from dripstream.processors.training.train import (
     MAX_ASKED,
     NEVER_ASK,
     SECOND_OPINION_BASELINE,
@@ -26,7 +26,14 @@ from processors.training import (
     fit_second_opinion,
     with_second_opinion,
 )
-from topics.records import MAIN, OTHER, FallbackRequest, LabelledPage, PageRecord, RawPage
+from dripstream.topics.records import (
+    MAIN,
+    OTHER,
+    FallbackRequest,
+    LabelledPage,
+    PageRecord,
+    RawPage,
+)
 
 ARTICLE = (
     "<html><head><title>Tides</title></head><body><nav><a href='/'>Home</a></nav>"

@@ -7,7 +7,12 @@ import re
 import pytest
 from selectolax.lexbor import LexborHTMLParser
 
-from processors.simplify import SimplifiedDocument, SimplifyConfig, flat_items, simplify
+from dripstream.processors.extract.simplify import (
+    SimplifiedDocument,
+    SimplifyConfig,
+    flat_items,
+    simplify,
+)
 
 _ITEM_ID = re.compile(r'_item_id="(\d+)"')
 

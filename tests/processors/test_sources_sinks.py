@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from warc_helpers import write_warc
 
-from processors.labellers.heuristic import HeuristicLabeller
-from processors.pipeline import PipelineSettings, extract_pages
-from processors.sinks import SinkError, open_sink
-from processors.sources import SourceError, read_pages, read_rows
+from dripstream.processors.ingest.sources import SourceError, read_pages, read_rows
+from dripstream.processors.label.heuristic import HeuristicLabeller
+from dripstream.processors.pipeline import PipelineSettings, extract_pages
+from dripstream.processors.sinks import SinkError, open_sink
 
 ARTICLE = (
     "<html><head><title>Tides</title></head><body><article><h1>Spring tides</h1>"
@@ -82,7 +82,7 @@ def test_jsonl_reading_keeps_memory_flat(tmp_path: Path) -> None:
 
 
 def _outcomes():
-    from topics.records import RawPage
+    from dripstream.topics.records import RawPage
 
     raws = [
         RawPage(url="https://tides.example/a", html=ARTICLE.encode()),

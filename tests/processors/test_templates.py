@@ -7,9 +7,8 @@ import msgspec
 import pytest
 from selectolax.lexbor import LexborHTMLParser
 
-from processors.labellers.base import LabelOutcome
-from processors.pipeline import PipelineSettings, simplify_page
-from processors.templates import (
+from dripstream.processors.label.base import LabelOutcome
+from dripstream.processors.label.templates import (
     EMPTY_MARK,
     LINKS_MARK,
     SIGNATURE_RULES,
@@ -27,8 +26,9 @@ from processors.templates import (
     site_summary,
     text_weight,
 )
-from topics.codecs import from_msgpack, to_msgpack
-from topics.records import MAIN, OTHER, ClusterState, RawPage, SimplifiedPage, SiteState
+from dripstream.processors.pipeline import PipelineSettings, simplify_page
+from dripstream.topics.codecs import from_msgpack, to_msgpack
+from dripstream.topics.records import MAIN, OTHER, ClusterState, RawPage, SimplifiedPage, SiteState
 
 
 def simplified(url: str, html: str) -> SimplifiedPage:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from processors.labellers.heuristic import HeuristicLabeller
-from processors.pipeline import PipelineSettings
-from streams.app import chained_handler
-from streams.settings import StreamSettings
-from streams.stages import CpuContext, Inbound, StageContext
+from dripstream.processors.label.heuristic import HeuristicLabeller
+from dripstream.processors.pipeline import PipelineSettings
+from dripstream.streams.app import chained_handler
+from dripstream.streams.settings import StreamSettings
+from dripstream.streams.stages import CpuContext, Inbound, StageContext
 
 ARTICLE = (
     b"<html><body><article><h1>Harbours</h1><p>"

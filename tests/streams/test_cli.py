@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from warc_helpers import write_warc
 
-from streams.cli import main
+from dripstream.streams.cli import main
 
 ARTICLE = """<html><head><title>Night trains</title></head><body>
 <nav><a href="/">Home</a> <a href="/about">About</a></nav>
@@ -136,8 +136,8 @@ def test_train_writes_a_model_with_both_passes_and_a_fitted_rule(
     """``dripstream train`` on a small copy of the dev files: the grouped CV (with
     trafilatura in both modes on every page, which the second-opinion rule is fitted
     on), then the model file, which the learned labeller loads."""
-    from processors.labellers.learned import LearnedLabeller, LearnedModel
-    from processors.training import TRAIN_FILES, load_rows
+    from dripstream.processors.label.learned import LearnedLabeller, LearnedModel
+    from dripstream.processors.training.train import TRAIN_FILES, load_rows
 
     data = tmp_path / "data"
     data.mkdir()
@@ -158,8 +158,8 @@ def test_train_writes_a_model_with_both_passes_and_a_fitted_rule(
 
 
 def _simplified(html: str):
-    from processors.pipeline import PipelineSettings, simplify_page
-    from processors.sources import raw_page_from_row
+    from dripstream.processors.ingest.sources import raw_page_from_row
+    from dripstream.processors.pipeline import PipelineSettings, simplify_page
 
     return simplify_page(
         raw_page_from_row({"url": "https://rail.example/n/2", "html": html}), PipelineSettings()

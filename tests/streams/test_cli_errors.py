@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from streams.cli import main, make_parser
-from streams.cli.common import EXIT_BROKER, EXIT_INPUT
+from dripstream.streams.cli import main, make_parser
+from dripstream.streams.cli.common import EXIT_BROKER, EXIT_INPUT
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = "<html><body><article><h1>Tide tables</h1><p>High water is at noon today.</p></article>"
@@ -199,7 +199,7 @@ def test_an_unreachable_broker_is_one_line_with_exit_3(case: str, places: Path) 
     port = _closed_port()
     argv = [part.format(page=places / "page.html") for part in BROKER_COMMANDS[case]]
     result = subprocess.run(
-        [sys.executable, "-m", "streams.cli", *argv],
+        [sys.executable, "-m", "dripstream.streams.cli", *argv],
         env={**os.environ, "DRIPSTREAM_BROKERS": f"127.0.0.1:{port}"},
         capture_output=True,
         text=True,
@@ -215,7 +215,7 @@ def test_an_unreachable_broker_is_one_line_with_exit_3(case: str, places: Path) 
 
 
 def test_demo_prints_records_whole_by_default_or_says_how_much_was_cut() -> None:
-    from streams.demo import clip
+    from dripstream.streams.demo import clip
 
     text = "First paragraph of the record.\n\nSecond paragraph, " + "long " * 300
     assert clip(text, 0) == text

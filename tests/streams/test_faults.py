@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from stream_helpers import dev_pages, wait_for_records
 
-from streams.settings import StreamSettings
-from streams.soak import rss_mib, run_soak
-from streams.tools import compute_ledger, produce_pages, read_topics, wait_for_outputs
-from topics.topics import RECORDS
+from dripstream.streams.settings import StreamSettings
+from dripstream.streams.soak import rss_mib, run_soak
+from dripstream.streams.tools import compute_ledger, produce_pages, read_topics, wait_for_outputs
+from dripstream.topics.catalog import RECORDS
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 BURSTS = 16

@@ -19,13 +19,13 @@ import pytest
 from agent_fault import KILL_KEY
 from stream_helpers import wait_for_records
 
-from processors.native import compiled_modules
-from streams import metrics
-from streams.settings import StreamSettings
-from streams.tools import produce_pages
-from topics.codecs import to_msgpack
-from topics.records import RawPage
-from topics.topics import PAGES
+from dripstream.processors.native import compiled_modules
+from dripstream.streams import metrics
+from dripstream.streams.settings import StreamSettings
+from dripstream.streams.tools import produce_pages
+from dripstream.topics.catalog import PAGES
+from dripstream.topics.codecs import to_msgpack
+from dripstream.topics.records import RawPage
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = b"<html><body><article><h1>Harbour</h1><p>Boats leave at dawn.</p></article></body>"
@@ -60,7 +60,7 @@ def _wait_for(port: int, path: str, want: int, deadline_s: float) -> tuple[int, 
 
 
 async def _send(settings: StreamSettings, key: bytes, value: bytes) -> None:
-    from streams.kafka import producer
+    from dripstream.streams.kafka import producer
 
     client = producer(settings)
     await client.start()
@@ -116,8 +116,9 @@ def test_healthz_fails_when_a_stage_agent_has_died(
             assert time.monotonic() < deadline, text[-2000:]
             time.sleep(1)
         assert "process_resident_memory_bytes" in text
-        compiled = float(compiled_modules()["processors.simplify"])  # the same install
-        assert f'dripstream_compiled_module{{module="processors.simplify"}} {compiled}' in text
+        simplify = "dripstream.processors.extract.simplify"
+        compiled = float(compiled_modules()[simplify])  # the same install
+        assert f'dripstream_compiled_module{{module="{simplify}"}} {compiled}' in text
 
         # A fatal error kills the simplify agent; the process lives on, /healthz says so.
         asyncio.run(_send(stream_settings, KILL_KEY, to_msgpack(page)))

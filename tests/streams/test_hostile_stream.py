@@ -14,14 +14,14 @@ import urllib.request
 import pytest
 from hostile_corpus import RECORD, assert_renders_harmless, hostile_cases
 
-from streams.kafka import producer
-from streams.settings import StreamSettings
-from streams.soak import rss_mib
-from streams.stages import SOURCE_HEADER
-from streams.tools import compute_ledger, describe_dead_letter, wait_for_outputs
-from topics.codecs import to_msgpack
-from topics.records import RawPage
-from topics.topics import DEAD_LETTERS, PAGES
+from dripstream.streams.kafka import producer
+from dripstream.streams.settings import StreamSettings
+from dripstream.streams.soak import rss_mib
+from dripstream.streams.stages import SOURCE_HEADER
+from dripstream.streams.tools import compute_ledger, describe_dead_letter, wait_for_outputs
+from dripstream.topics.catalog import DEAD_LETTERS, PAGES
+from dripstream.topics.codecs import to_msgpack
+from dripstream.topics.records import RawPage
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 # The bound. The learned labeller predicts through LightGBM's C library (no SciPy

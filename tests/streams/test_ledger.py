@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from streams.stages import SOURCE_HEADER
-from streams.tools import TopicMessage, compute_ledger
-from topics.topics import RECORDS
+from dripstream.streams.stages import SOURCE_HEADER
+from dripstream.streams.tools import TopicMessage, compute_ledger
+from dripstream.topics.catalog import RECORDS
 
 
 def output(source: bytes) -> TopicMessage:

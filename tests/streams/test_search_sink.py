@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from processors.sinks.search import SearchIndex
-from streams.kafka import producer
-from streams.settings import StreamSettings
-from streams.tools import produce_pages, read_topics
-from topics.codecs import from_msgpack, to_json
-from topics.records import DeadLetter, PageRecord, RawPage, document_id
-from topics.topics import DEAD_LETTERS, RECORDS
+from dripstream.processors.sinks.search import SearchIndex
+from dripstream.streams.kafka import producer
+from dripstream.streams.settings import StreamSettings
+from dripstream.streams.tools import produce_pages, read_topics
+from dripstream.topics.catalog import DEAD_LETTERS, RECORDS
+from dripstream.topics.codecs import from_msgpack, to_json
+from dripstream.topics.records import DeadLetter, PageRecord, RawPage, document_id
 
 pytestmark = pytest.mark.kafka
 

@@ -23,12 +23,12 @@ import pytest
 from aiokafka.conn import create_conn
 from aiokafka.errors import KafkaConnectionError, SaslAuthenticationFailed
 
-from streams.kafka import client_options, consumer, create_topics, producer
-from streams.settings import StreamSettings
-from streams.tools import wait_for_outputs
-from topics.codecs import to_msgpack
-from topics.records import RawPage
-from topics.topics import PAGES, RECORDS
+from dripstream.streams.kafka import client_options, consumer, create_topics, producer
+from dripstream.streams.settings import StreamSettings
+from dripstream.streams.tools import wait_for_outputs
+from dripstream.topics.catalog import PAGES, RECORDS
+from dripstream.topics.codecs import to_msgpack
+from dripstream.topics.records import RawPage
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -206,7 +206,7 @@ def test_a_worker_turns_a_page_into_a_record_over_the_secure_connection(
     log_path = tmp_path / "worker.log"
     with log_path.open("wb") as log:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "streams.cli", "worker"],
+            [sys.executable, "-m", "dripstream.streams.cli", "worker"],
             env=environment,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from processors.templates import TemplateSettings
-from streams.settings import SETTINGS, SettingsError, StreamSettings
+from dripstream.processors.label.templates import TemplateSettings
+from dripstream.streams.settings import SETTINGS, SettingsError, StreamSettings
 
 
 def test_defaults_give_a_local_plaintext_pipeline() -> None:

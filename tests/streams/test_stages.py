@@ -9,13 +9,13 @@ from collections.abc import Callable, Sequence
 import msgspec
 import pytest
 
-from processors.labellers.base import LabelOutcome
-from processors.labellers.heuristic import HeuristicLabeller
-from processors.pipeline import PipelineSettings
-from processors.sandbox import Limits, Sandbox
-from processors.tokens import TokenBudget
-from streams.adapter import MalformedInput, parse_raw_page
-from streams.stages import (
+from dripstream.processors.extract.sandbox import Limits, Sandbox
+from dripstream.processors.extract.tokens import TokenBudget
+from dripstream.processors.label.base import LabelOutcome
+from dripstream.processors.label.heuristic import HeuristicLabeller
+from dripstream.processors.pipeline import PipelineSettings
+from dripstream.streams.adapter import MalformedInput, parse_raw_page
+from dripstream.streams.stages import (
     ERROR_HEADER,
     MAX_SOURCE_BYTES,
     SOURCE_HEADER,
@@ -30,8 +30,9 @@ from streams.stages import (
     reconstruct_message,
     simplify_message,
 )
-from topics.codecs import from_msgpack, to_json, to_msgpack
-from topics.records import (
+from dripstream.topics.catalog import ALL_TOPICS, MAX_MESSAGE_BYTES
+from dripstream.topics.codecs import from_msgpack, to_json, to_msgpack
+from dripstream.topics.records import (
     DeadLetter,
     FallbackRequest,
     LabelledPage,
@@ -40,7 +41,6 @@ from topics.records import (
     SimplifiedPage,
     SourceRef,
 )
-from topics.topics import ALL_TOPICS, MAX_MESSAGE_BYTES
 
 ARTICLE = (
     b"<html><body><nav><a href='/'>Home</a></nav><article><h1>Ferries</h1><p>"
@@ -309,7 +309,7 @@ def test_a_fallback_past_its_time_limit_is_a_timeout_dead_letter_and_the_stage_g
 
 
 def test_a_value_too_big_to_be_a_page_is_refused_before_the_sandbox() -> None:
-    from processors.simplify import SimplifyConfig
+    from dripstream.processors.extract.simplify import SimplifyConfig
 
     small = PipelineSettings(simplify=SimplifyConfig(max_input_chars=100))
     stage = context(cpu=cpu(small))
@@ -372,8 +372,8 @@ def test_an_unsure_page_takes_the_second_opinion_route_through_the_fallback_topi
 
 
 def test_the_sink_stage_writes_records_and_counts_them_by_outcome(tmp_path) -> None:
-    from processors.sinks import open_sink
-    from streams import metrics
+    from dripstream.processors.sinks import open_sink
+    from dripstream.streams import metrics
 
     def count(outcome: str) -> float:
         value = metrics.REGISTRY.get_sample_value(

@@ -16,13 +16,13 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from stream_helpers import dev_pages, wait_for_records
 
-from gpu_worker.profiles import PROFILES_DIR
-from processors.pipeline import PipelineSettings, simplify_page
-from processors.tokens import TokenBudget
-from streams.kafka import client_options, producer
-from streams.settings import StreamSettings
-from streams.stages import ATTEMPTS_HEADER, SOURCE_HEADER
-from streams.tools import (
+from dripstream.gpu_worker.profiles import PROFILES_DIR
+from dripstream.processors.extract.tokens import TokenBudget
+from dripstream.processors.pipeline import PipelineSettings, simplify_page
+from dripstream.streams.kafka import client_options, producer
+from dripstream.streams.settings import StreamSettings
+from dripstream.streams.stages import ATTEMPTS_HEADER, SOURCE_HEADER
+from dripstream.streams.tools import (
     compute_ledger,
     describe_dead_letter,
     produce_pages,
@@ -30,9 +30,9 @@ from streams.tools import (
     replay_dead_letters,
     wait_for_outputs,
 )
-from topics.codecs import to_msgpack
-from topics.records import FallbackRequest, RawPage, document_id, page_id
-from topics.topics import DEAD_LETTERS, FALLBACK, PAGES, RECORDS
+from dripstream.topics.catalog import DEAD_LETTERS, FALLBACK, PAGES, RECORDS
+from dripstream.topics.codecs import to_msgpack
+from dripstream.topics.records import FallbackRequest, RawPage, document_id, page_id
 
 pytestmark = pytest.mark.kafka
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "pages.jsonl"
@@ -290,7 +290,7 @@ def test_worker_serves_health_readiness_and_metrics(
 
 
 def test_creating_topics_twice_reports_them_as_existing(stream_settings: StreamSettings) -> None:
-    from streams.kafka import create_topics, describe_topics, specs
+    from dripstream.streams.kafka import create_topics, describe_topics, specs
 
     # stream_settings created them already: nothing is created again.
     assert set(asyncio.run(create_topics(stream_settings)).values()) == {"exists"}
@@ -304,15 +304,15 @@ def test_creating_topics_twice_reports_them_as_existing(stream_settings: StreamS
 def test_a_worker_starts_once_its_topics_exist_and_names_the_missing_ones(
     stream_settings: StreamSettings, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    import streams.kafka
-    from streams.cli import main
-    from streams.cli.common import EXIT_BROKER
-    from streams.kafka import wait_for_topics
+    import dripstream.streams.kafka
+    from dripstream.streams.cli import main
+    from dripstream.streams.cli.common import EXIT_BROKER
+    from dripstream.streams.kafka import wait_for_topics
 
     asyncio.run(wait_for_topics(stream_settings, timeout_s=10))  # created: returns
     # A prefix whose topics nobody created: the worker stops with what to do, exit 3,
     # instead of joining its group with no partitions to read.
-    monkeypatch.setattr(streams.kafka, "TOPIC_WAIT_S", 1.0)
+    monkeypatch.setattr(dripstream.streams.kafka, "TOPIC_WAIT_S", 1.0)
     monkeypatch.setenv("DRIPSTREAM_BROKERS", stream_settings.brokers)
     monkeypatch.setenv("DRIPSTREAM_TOPIC_PREFIX", f"absent-{os.getpid()}.")
     assert main(["worker"]) == EXIT_BROKER

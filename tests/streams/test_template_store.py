@@ -7,9 +7,9 @@ import asyncio
 
 from aiokafka.errors import OutOfOrderSequenceNumber
 
-from processors.templates import TemplateCache
-from streams.settings import StreamSettings
-from streams.templates import TemplateStore
+from dripstream.processors.label.templates import TemplateCache
+from dripstream.streams.settings import StreamSettings
+from dripstream.streams.template_store import TemplateStore
 
 
 class BrokenProducer:

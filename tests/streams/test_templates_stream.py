@@ -10,12 +10,12 @@ import signal
 
 import pytest
 
-from processors.templates import SIGNATURE_RULES
-from streams.settings import StreamSettings
-from streams.stages import SOURCE_HEADER
-from streams.templates import read_site_states
-from streams.tools import produce_pages, wait_for_outputs
-from topics.records import RawPage
+from dripstream.processors.label.templates import SIGNATURE_RULES
+from dripstream.streams.settings import StreamSettings
+from dripstream.streams.stages import SOURCE_HEADER
+from dripstream.streams.template_store import read_site_states
+from dripstream.streams.tools import produce_pages, wait_for_outputs
+from dripstream.topics.records import RawPage
 
 pytestmark = pytest.mark.kafka
 TEMPLATE_ENV = {

@@ -7,13 +7,14 @@ import json
 import msgspec
 import pytest
 
-from topics.records import PageRecord, canonical_url, document_id, page_id
-from topics.schema import SCHEMA_PATH, page_record_schema, render
+from dripstream.topics.records import PageRecord, canonical_url, document_id, page_id
+from dripstream.topics.schema import SCHEMA_PATH, page_record_schema, render
 
 
 def test_the_published_json_schema_is_the_one_the_record_type_generates() -> None:
     assert SCHEMA_PATH.read_text(encoding="utf-8") == render(), (
-        "topics/schema/page-record.schema.json is out of date: run python -m topics.schema"
+        "topics/schema/page-record.schema.json is out of date:"
+        " run python -m dripstream.topics.schema"
     )
 
 

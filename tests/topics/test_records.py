@@ -5,8 +5,14 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from topics.codecs import SchemaVersionError, from_json, from_msgpack, to_json, to_msgpack
-from topics.records import (
+from dripstream.topics.codecs import (
+    SchemaVersionError,
+    from_json,
+    from_msgpack,
+    to_json,
+    to_msgpack,
+)
+from dripstream.topics.records import (
     SCHEMA_VERSION,
     DeadLetter,
     FallbackRequest,
@@ -155,6 +161,6 @@ def test_page_id_accepts_urls_with_lone_surrogates() -> None:
 
 
 def test_topics_keep_the_producer_s_codec_so_the_broker_never_recompresses() -> None:
-    from topics.topics import topic_specs
+    from dripstream.topics.catalog import topic_specs
 
     assert {spec.config()["compression.type"] for spec in topic_specs()} == {"producer"}

@@ -123,9 +123,9 @@ from urllib.parse import urlsplit
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from processors.labellers.base import Labeller, LabelOutcome
-from processors.labels import block_text
-from topics.records import MAIN, OTHER, ClusterState, SimplifiedPage, SiteState
+from dripstream.processors.label.base import Labeller, LabelOutcome
+from dripstream.processors.training.labels import block_text
+from dripstream.topics.records import MAIN, OTHER, ClusterState, SimplifiedPage, SiteState
 
 TEMPLATE_LABELLER = "template"
 # The version of block_keys' rules: bump it whenever a page's blocks would get other keys.

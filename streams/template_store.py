@@ -22,13 +22,13 @@ import uuid
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
-from processors.templates import TemplateCache
-from streams import metrics
-from streams.kafka import consumer, producer, topic_partitions
-from streams.settings import StreamSettings
-from topics.codecs import from_msgpack, to_msgpack
-from topics.records import SiteState
-from topics.topics import TEMPLATES
+from dripstream.processors.label.templates import TemplateCache
+from dripstream.streams import metrics
+from dripstream.streams.kafka import consumer, producer, topic_partitions
+from dripstream.streams.settings import StreamSettings
+from dripstream.topics.catalog import TEMPLATES
+from dripstream.topics.codecs import from_msgpack, to_msgpack
+from dripstream.topics.records import SiteState
 
 log = logging.getLogger("dripstream.templates")
 WRITER_HEADER = "dripstream-writer"
@@ -169,7 +169,7 @@ class TemplateStore:
 
 async def read_site_states(settings: StreamSettings) -> dict[str, SiteState]:
     """The latest state of every site on the templates topic (operators' view)."""
-    from streams.tools import read_topics
+    from dripstream.streams.tools import read_topics
 
     states: dict[str, SiteState] = {}
     for message in await read_topics(settings, [TEMPLATES], idle_s=1.0):

@@ -16,10 +16,10 @@ cost its own result and the restart, never its neighbours' results or the caller
 process. Items go one at a time, so the caller holds at most one pickled page.
 ``InProcess`` is the same interface without a child (tests, trusted input).
 
-The child is a fresh interpreter (``python -m processors.sandbox``) talking over a socket
-pair: it inherits no threads, locks or main-module state from the caller (a faust worker,
-pytest, a script). Items, contexts and results cross by pickle, once per batch; the
-context (settings, tokenizer) is sent once when the child starts.
+The child is a fresh interpreter (``python -m dripstream.processors.extract.sandbox``)
+talking over a socket pair: it inherits no threads, locks or main-module state from the
+caller (a faust worker, pytest, a script). Items, contexts and results cross by pickle,
+once per batch; the context (settings, tokenizer) is sent once when the child starts.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Generic, TypeVar
 
-from processors.errors import PageError, PageMemoryExceeded, PageTimeout, WorkerCrashed
+from dripstream.processors.errors import PageError, PageMemoryExceeded, PageTimeout, WorkerCrashed
 
 C = TypeVar("C")
 T = TypeVar("T")
@@ -191,7 +191,7 @@ class Sandbox(Generic[C]):
             [
                 sys.executable,
                 "-m",
-                "processors.sandbox",
+                "dripstream.processors.extract.sandbox",
                 str(theirs.fileno()),
                 str(self.limits.memory_mib),
             ],
@@ -312,6 +312,6 @@ PageRunner = InProcess[Any] | Sandbox[Any]
 
 if __name__ == "__main__":
     # Run the importable module's copy, so the work code sees the child's memory cap.
-    from processors.sandbox import child_main as main
+    from dripstream.processors.extract.sandbox import child_main as main
 
     main(int(sys.argv[1]), int(sys.argv[2]))

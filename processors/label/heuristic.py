@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from processors.html_tags import HEADING_TAGS
-from processors.labellers.base import LabelOutcome
-from topics.records import MAIN, OTHER, SimplifiedPage
+from dripstream.processors.extract.html_tags import HEADING_TAGS
+from dripstream.processors.label.base import LabelOutcome
+from dripstream.topics.records import MAIN, OTHER, SimplifiedPage
 
 _WORDS = re.compile(r"[a-z]+")
 _NEGATIVE = frozenset(

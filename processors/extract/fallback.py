@@ -6,7 +6,7 @@ import logging
 
 import trafilatura
 
-from processors.errors import NothingSelected
+from dripstream.processors.errors import NothingSelected
 
 EXTRACTOR = "fallback:trafilatura"
 
@@ -18,7 +18,7 @@ def fallback_markdown(html: str, url: str | None = None, fast: bool = False) -> 
     ``fast``: trafilatura's fast mode, without its backup extractors (readability, jusText)
     that it otherwise runs when its own result looks short (on one article page, 24
     against 45 ms); the learned labeller's second opinion runs this way (its rule is
-    fitted on this mode's output, ``processors.training.SECOND_OPINION_BASELINE``)."""
+    fitted on this mode's output)."""
     markdown = trafilatura.extract(
         html,
         url=url,

@@ -17,15 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
-from processors.annotations import strip_annotation_marks
-from processors.labellers.base import AnnotationReader, Labeller
-from processors.pipeline import Outcome, PipelineSettings, extract_pages
-from processors.sandbox import PageRunner
-from processors.scoring import score_page
-from processors.sources import raw_page_from_row
-from processors.templates import TEMPLATE_LABELLER, TemplateCascade
-from processors.wordf1 import word_score
-from topics.records import page_id
+from dripstream.processors.extract.sandbox import PageRunner
+from dripstream.processors.ingest.sources import raw_page_from_row
+from dripstream.processors.label.base import AnnotationReader, Labeller
+from dripstream.processors.label.templates import TEMPLATE_LABELLER, TemplateCascade
+from dripstream.processors.pipeline import Outcome, PipelineSettings, extract_pages
+from dripstream.processors.training.annotations import strip_annotation_marks
+from dripstream.processors.training.scoring import score_page
+from dripstream.processors.training.wordf1 import word_score
+from dripstream.topics.records import page_id
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from charset_normalizer import from_bytes
 
-from processors.errors import EmptyDocument, NotHtml
+from dripstream.processors.errors import EmptyDocument, NotHtml
 
 _BOMS = (
     (codecs.BOM_UTF8, "utf-8"),

@@ -13,8 +13,8 @@ HistGradientBoosting would add scikit-learn (and SciPy) for no gain; a neural se
 model would need far more labelled pages than the dev files hold and would not reach the
 speed target on one core.
 
-Per page: features (:mod:`processors.features`, one parse of the simplified page), then two
-predictions on the page's matrix (LightGBM's C library, :mod:`processors.labellers.booster`):
+Per page: features (``features``, one parse of the simplified page), then two
+predictions on the page's matrix (LightGBM's C library, :mod:`dripstream.processors.label.booster`):
 the first booster reads the block features alone; the context booster reads them plus what
 the first thought of the block's surroundings (``features.context_features``: neighbours,
 windows, the block's containers, the page), so a heading or a short paragraph inside the
@@ -28,7 +28,7 @@ group level or ahead; BENCHMARKS.md, session 18). A page with no block at the th
 keeps none: the fallback does better there than the model's best guesses (products -0.004
 when they were kept).
 The context booster is trained on first-pass probabilities of pages the first booster did
-not see (``processors.training.fit_model``), as it meets them at run time.
+not see (``dripstream.processors.training.train.fit_model``), as it meets them at run time.
 
 Confidence (``LabelOutcome.confidence``): the calibrated probability that the page's
 extraction is *good*, defined as WCXB word F1 >= 0.8 against the gold. Raw score: the
@@ -45,7 +45,7 @@ extractors), and its Markdown replaces ours when it holds at least ``second_opin
 times our words (0: whenever it finds any). The rule, on the raw score, is stored in the
 model file (``SecondOpinion``: below ``replace_below`` the fallback's Markdown is
 preferred, below ``compare_below`` it must be ``longer_ratio`` times longer) and fitted by
-``processors.training.fit_second_opinion`` on out-of-fold pages, on that mode's output,
+``training.train.fit_second_opinion`` on out-of-fold pages, on that mode's output,
 within a budget of pages that may ask (``training.MAX_ASKED``), so that it costs little
 time. ``DRIPSTREAM_SECOND_OPINION=0`` turns it off (one fallback run fewer per unsure page).
 
@@ -67,16 +67,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from processors.features import (
+from dripstream.processors.label.base import LabelOutcome
+from dripstream.processors.label.booster import Booster
+from dripstream.processors.label.features import (
     FEATURE_NAMES,
     FEATURE_VERSION,
     PageFeatures,
     block_features,
     context_features,
 )
-from processors.labellers.base import LabelOutcome
-from processors.labellers.booster import Booster
-from topics.records import MAIN, OTHER, SimplifiedPage
+from dripstream.topics.records import MAIN, OTHER, SimplifiedPage
 
 MODEL_FORMAT = "dripstream-learned-labeller"
 MODEL_RESOURCE = "learned_labeller.json"
@@ -87,7 +87,7 @@ _LOG_TEXT = FEATURE_NAMES.index("log_text")
 
 def default_model_path() -> Path:
     """The model file shipped inside the package (``processors/models/``)."""
-    return Path(str(resources.files("processors.models").joinpath(MODEL_RESOURCE)))
+    return Path(str(resources.files("dripstream.processors.label.models").joinpath(MODEL_RESOURCE)))
 
 
 class SecondOpinion(NamedTuple):

@@ -8,10 +8,10 @@ One reader per input form; ``read_pages`` picks by the path:
   (or ``id``) and ``html`` as text, or a Scrapy-style item (``url``, ``body``, ``headers``,
   ``status``; a base64 ``body`` with ``"body_encoding": "base64"``); ``status``,
   ``fetched_at`` (epoch or ISO-8601), ``crawl_id``, ``content_type`` and ``headers`` are
-  kept when present (``processors.crawl.page_from_item``);
+  kept when present (``dripstream.processors.ingest.crawl.page_from_item``);
 - ``*.warc`` / ``*.warc.gz``: the HTML response records, and the 404/410 ones (pages
   gone), with their HTTP status, headers and ``WARC-Date`` (fastwarc, streamed; HTTP
-  bodies are decoded later, in the pipeline: ``processors.crawl``);
+  bodies are decoded later, in the pipeline: ``dripstream.processors.ingest.crawl``);
 - anything else: one HTML file.
 
 Every reader streams: a file is never loaded whole (except one HTML document), so memory
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from processors.crawl import page_from_item, warc_pages
-from topics.records import RawPage
+from dripstream.processors.ingest.crawl import page_from_item, warc_pages
+from dripstream.topics.records import RawPage
 
 HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.xz")

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from topics.records import SimplifiedPage
+from dripstream.topics.records import SimplifiedPage
 
 
 @dataclass(frozen=True)

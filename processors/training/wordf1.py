@@ -1,7 +1,7 @@
 """WCXB's own metric: word-level F1 plus must-have / must-not-have snippet rates.
 
 Definitions (the same on extraction and gold, applied to the text as it is; Markdown
-syntax is taken out first with :func:`processors.scoring.normalise_for_scoring`, so a
+syntax is taken out first with ``scoring.normalise_for_scoring``, so a
 ``#`` or a link target in our Markdown does not count as words):
 
 * tokens: ``re.findall(r"\\w+", text.lower())`` (Unicode word characters, so digits and
@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from processors.scoring import normalise_for_scoring
+from dripstream.processors.training.scoring import normalise_for_scoring
 
 __all__ = ["WordScore", "snippet_rate", "word_f1", "word_score", "word_tokens"]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from processors.errors import LabelMismatch, NothingSelected
-from processors.markdown import html_to_markdown
-from topics.records import MAIN
+from dripstream.processors.errors import LabelMismatch, NothingSelected
+from dripstream.processors.extract.markdown import html_to_markdown
+from dripstream.topics.records import MAIN
 
 
 @dataclass(frozen=True)

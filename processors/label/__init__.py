@@ -1,5 +1,5 @@
 """Labellers: one label ("main" | "other") per block of a simplified page."""
 
-from processors.labellers.base import AsyncLabeller, Labeller, LabelOutcome
+from dripstream.processors.label.base import AsyncLabeller, Labeller, LabelOutcome
 
 __all__ = ["AsyncLabeller", "LabelOutcome", "Labeller"]

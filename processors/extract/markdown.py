@@ -38,7 +38,7 @@ from urllib.parse import urljoin
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from processors.html_tags import BLOCK_TAGS, HEADING_TAGS
+from dripstream.processors.extract.html_tags import BLOCK_TAGS, HEADING_TAGS
 
 _WHITESPACE = re.compile(r"[ \t\r\n\f\v]+")
 _SPACES = re.compile(r"[ \t\r\f\v]+")  # whitespace but line breaks

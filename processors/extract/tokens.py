@@ -1,7 +1,7 @@
 """Token counting for the budget check, with a pluggable tokenizer.
 
 ``HuggingFaceTokenCounter`` reads a ``tokenizer.json`` (the labeller's own tokenizer; the
-model profile says which, see ``gpu_worker.profiles.token_counter``). Without one,
+model profile says which, see ``dripstream.gpu_worker.profiles.token_counter``). Without one,
 ``EstimatedTokenCounter`` gives a clearly named estimate.
 """
 

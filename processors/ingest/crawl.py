@@ -1,6 +1,6 @@
 """Crawler output as pages: HTTP bodies, header names, times and item forms as crawlers
-write them. The file readers (``processors.sources``) and the pages-topic adapter
-(``streams.adapter``) both build their ``RawPage`` here, so a form is read one way.
+write them. The file readers (``dripstream.processors.ingest.sources``) and the pages-topic adapter
+(``dripstream.streams.adapter``) both build their ``RawPage`` here, so a form is read one way.
 
 - **HTTP bodies** (``http_body``). A WARC response record holds the body as it came off
   the wire, and fastwarc (like warcio's raw stream) undoes nothing: a ``Transfer-Encoding:
@@ -35,8 +35,8 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import IO, Any
 
-from processors.errors import TooLarge
-from topics.records import RawPage
+from dripstream.processors.errors import TooLarge
+from dripstream.topics.records import RawPage
 
 MAX_BODY_BYTES = 64 * 1024 * 1024  # decoded HTTP body: 16 Mi characters at 4 bytes each
 _CHUNK_LINE_MAX = 1024
@@ -310,7 +310,7 @@ def warc_pages(stream: IO[bytes], html_only: bool = True) -> Iterator[tuple[str,
     except pages gone (404/410), which a sink needs to delete."""
     from fastwarc.warc import ArchiveIterator, WarcRecordType
 
-    from topics.records import GONE_STATUSES
+    from dripstream.topics.records import GONE_STATUSES
 
     crawl_id = None
     for record in ArchiveIterator(

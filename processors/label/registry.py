@@ -12,15 +12,15 @@ import importlib
 import inspect
 from dataclasses import dataclass
 
-from processors.labellers.base import Labeller
+from dripstream.processors.label.base import Labeller
 
 LABELLERS: dict[str, str] = {
-    "heuristic": "processors.labellers.heuristic:HeuristicLabeller",
-    "learned": "processors.labellers.learned:LearnedLabeller",
-    "oracle": "processors.labellers.oracle:OracleLabeller",
-    "fallback": "processors.labellers.fallback_only:FallbackOnlyLabeller",
-    "vllm": "gpu_worker.labeller:VllmLabeller.from_options",
-    "learned+vllm": "gpu_worker.labeller:learned_then_vllm",
+    "heuristic": "dripstream.processors.label.heuristic:HeuristicLabeller",
+    "learned": "dripstream.processors.label.learned:LearnedLabeller",
+    "oracle": "dripstream.processors.training.oracle:OracleLabeller",
+    "fallback": "dripstream.processors.label.fallback_only:FallbackOnlyLabeller",
+    "vllm": "dripstream.gpu_worker.labeller:VllmLabeller.from_options",
+    "learned+vllm": "dripstream.gpu_worker.labeller:learned_then_vllm",
 }
 DEFAULT_LABELLER = "learned"
 # Labellers that read the page as a language-model prompt: the model's context bounds

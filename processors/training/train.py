@@ -4,8 +4,8 @@ Data (``data_dir``, normally ``../shared/data``): ``wcxb_dev.jsonl.xz`` (1,497 p
 page types), ``articles_dev.jsonl`` (88 news articles), ``publishers_dev.jsonl`` (133
 news pages). ``webmainbench_sample.jsonl`` is *not* trained on: it checks the label
 derivation against its human ``cc-select`` marks. Every page is simplified, its blocks
-labelled from its gold text (:mod:`processors.labels`) and turned into features
-(:mod:`processors.features`).
+labelled from its gold text (:mod:`dripstream.processors.training.labels`) and turned into features
+(:mod:`dripstream.processors.label.features`).
 
 Groups: a page's group is its site (WCXB ``meta.domain``, otherwise the URL's host without
 ``www.``). Folds never split a group, and when a file is held out, training pages of the
@@ -45,8 +45,11 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from processors.errors import PageError
-from processors.features import (
+from dripstream.processors.errors import PageError
+from dripstream.processors.extract.tokens import TokenBudget
+from dripstream.processors.ingest.sources import raw_page_from_row
+from dripstream.processors.label.booster import Booster
+from dripstream.processors.label.features import (
     CATEGORICAL,
     CONTEXT_NAMES,
     FEATURE_NAMES,
@@ -54,20 +57,17 @@ from processors.features import (
     block_features,
     context_features,
 )
-from processors.labellers.booster import Booster
-from processors.labellers.learned import (
+from dripstream.processors.label.learned import (
     LearnedLabeller,
     LearnedModel,
     SecondOpinion,
     raw_confidence,
 )
-from processors.labels import derive_page
-from processors.pipeline import PipelineSettings, extract_pages
-from processors.scoring import score_page
-from processors.sources import raw_page_from_row
-from processors.tokens import TokenBudget
-from processors.wordf1 import word_score
-from topics.records import MAIN
+from dripstream.processors.pipeline import PipelineSettings, extract_pages
+from dripstream.processors.training.labels import derive_page
+from dripstream.processors.training.scoring import score_page
+from dripstream.processors.training.wordf1 import word_score
+from dripstream.topics.records import MAIN
 
 TRAIN_FILES = ("wcxb_dev.jsonl.xz", "articles_dev.jsonl", "publishers_dev.jsonl")
 CV_FOLDS = 5
@@ -383,7 +383,7 @@ def evaluate_learned(
 
 FALLBACK_BASELINE = "trafilatura"  # the fallback's own settings: what the targets are set against
 BASELINES = (FALLBACK_BASELINE, "rs-trafilatura")
-# What the second opinion runs (trafilatura's fast mode, ``processors.pipeline.fallback_page``):
+# What the second opinion runs (trafilatura's fast mode, ``pipeline.fallback_page``):
 # its rule is fitted on this extractor's results, each group kept ahead of the fallback's.
 SECOND_OPINION_BASELINE = "trafilatura-fast"
 RULE_BASELINES = (FALLBACK_BASELINE, SECOND_OPINION_BASELINE)  # what fit_second_opinion reads
@@ -393,8 +393,8 @@ def baseline_markdown(name: str, html: str, url: str | None) -> str:
     """The Markdown of one of ``BASELINES`` or of ``SECOND_OPINION_BASELINE`` (empty where
     it selects nothing)."""
     if name in RULE_BASELINES:
-        from processors.errors import NothingSelected
-        from processors.fallback import fallback_markdown
+        from dripstream.processors.errors import NothingSelected
+        from dripstream.processors.extract.fallback import fallback_markdown
 
         try:
             return fallback_markdown(html, url, fast=name == SECOND_OPINION_BASELINE)

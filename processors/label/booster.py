@@ -6,7 +6,7 @@ budget. Prediction needs none of that, so the labeller loads the shared library 
 package ships (``lib_lightgbm``, found without importing the package) and calls the two
 functions it needs, ``LGBM_BoosterLoadModelFromString`` and
 ``LGBM_BoosterPredictForMat``: the same calls ``lightgbm.Booster.predict`` makes, with
-the same results. Training (``processors.training``) still uses the Python package.
+the same results. Training (``dripstream.processors.training.train``) still uses the Python package.
 """
 
 from __future__ import annotations

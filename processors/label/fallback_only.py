@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from processors.labellers.base import LabelOutcome
-from topics.records import SimplifiedPage
+from dripstream.processors.label.base import LabelOutcome
+from dripstream.topics.records import SimplifiedPage
 
 
 class FallbackOnlyLabeller:

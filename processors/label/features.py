@@ -30,7 +30,7 @@ Feature groups (``FEATURE_NAMES`` lists them in column order):
   length, link share, shares of list items / table cells / headings / link-dominated
   blocks, currency symbols, ``article`` / ``main`` present, the block's text matching the
   page title; what the page declares it is (``og:type``, JSON-LD ``@type``:
-  :mod:`processors.page_hints`), one column per hint.
+  :mod:`dripstream.processors.extract.page_hints`), one column per hint.
 
 The context pass (``context_features``, ``CONTEXT_NAMES``): a second model reads these
 columns plus what the first model thought of the block's surroundings (its neighbours'
@@ -53,7 +53,7 @@ from typing import NamedTuple
 import numpy as np
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from processors.page_hints import HINTS
+from dripstream.processors.extract.page_hints import HINTS
 
 FEATURE_VERSION = 4  # 3: the context pass (model files carry its booster); 4: signatures
 _HINT_SET = frozenset(HINTS)
@@ -293,7 +293,7 @@ def page_features(
     hints: Sequence[str] = (),
 ) -> np.ndarray:
     """Feature matrix of one page: one row per block, ``N_FEATURES`` float32 columns;
-    ``hints`` are the page's ``processors.page_hints`` names."""
+    ``hints`` are the page's ``dripstream.processors.extract.page_hints`` names."""
     return block_features(simplified_html, mapping_blocks, title, hints).matrix
 
 

@@ -26,7 +26,7 @@ The rule (``derive_block_labels``), applied to the blocks of ``simplify(html)``:
 ``derive_labels(rows, out_path)`` writes one JSON object per page, the shape of the
 labelled topic's records (page + block labels): ``page_id, url, title, simplified_html,
 mapping_blocks, hints, labels, labeller="gold"``; plus ``meta`` (page type, domain,
-source file) for grouping folds. ``page_id`` is :func:`topics.records.page_id` of the URL
+source file) for grouping folds. ``page_id`` is :func:`dripstream.topics.records.page_id` of the URL
 and the (mark-stripped) HTML bytes, as in the stream, so labels from a live GPU labeller
 can train the student the same way.
 """
@@ -42,10 +42,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from processors.annotations import strip_annotation_marks
-from processors.errors import PageError
-from processors.simplify import SimplifyConfig, simplify
-from topics.records import MAIN, OTHER, page_id
+from dripstream.processors.errors import PageError
+from dripstream.processors.extract.simplify import SimplifyConfig, simplify
+from dripstream.processors.training.annotations import strip_annotation_marks
+from dripstream.topics.records import MAIN, OTHER, page_id
 
 __all__ = [
     "DeriveReport",
@@ -301,7 +301,7 @@ def agreement_with_marks(rows: Iterable[dict]) -> MarkAgreement:
     same segmentation (the oracle's: marks kept while simplifying, never in the output)."""
     import dataclasses
 
-    from processors.annotations import SELECT_ATTR, has_annotation
+    from dripstream.processors.training.annotations import SELECT_ATTR, has_annotation
 
     config = dataclasses.replace(SimplifyConfig(), mark_attr=SELECT_ATTR)
     report = MarkAgreement()

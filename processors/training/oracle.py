@@ -11,11 +11,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from processors.annotations import SELECT_ATTR, has_annotation, strip_annotation_marks
-from processors.errors import NotAnnotated
-from processors.labellers.base import LabelOutcome
-from processors.simplify import SimplifyConfig, simplify
-from topics.records import MAIN, OTHER, SimplifiedPage
+from dripstream.processors.errors import NotAnnotated
+from dripstream.processors.extract.simplify import SimplifyConfig, simplify
+from dripstream.processors.label.base import LabelOutcome
+from dripstream.processors.training.annotations import (
+    SELECT_ATTR,
+    has_annotation,
+    strip_annotation_marks,
+)
+from dripstream.topics.records import MAIN, OTHER, SimplifiedPage
 
 
 class OracleLabeller:

@@ -1,6 +1,6 @@
 """Two labellers in a row: the cheap one first, the second for the pages it gave up on.
 
-``learned+vllm`` (``gpu_worker.labeller.learned_then_vllm``) runs the learned CPU
+``learned+vllm`` (``dripstream.gpu_worker.labeller.learned_then_vllm``) runs the learned CPU
 labeller with a confidence floor (``DRIPSTREAM_LEARNED_MIN_CONFIDENCE``, default 0.5
 there) and hands the pages below it (``failure="low_confidence"``) to the vLLM labeller
 of the profile; every other page keeps the first labeller's answer. Each page's record
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from processors.labellers.base import Labeller, LabelOutcome
-from topics.records import SimplifiedPage
+from dripstream.processors.label.base import Labeller, LabelOutcome
+from dripstream.topics.records import SimplifiedPage
 
 ESCALATE = frozenset({"low_confidence"})
 

@@ -38,9 +38,9 @@ from dataclasses import dataclass, field, fields
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from processors.errors import PageTimeout, TooDeep, TooLarge, TooManyElements
-from processors.html_tags import BLOCK_TAGS, VOID_TAGS
-from processors.page_hints import page_hints
+from dripstream.processors.errors import PageTimeout, TooDeep, TooLarge, TooManyElements
+from dripstream.processors.extract.html_tags import BLOCK_TAGS, VOID_TAGS
+from dripstream.processors.extract.page_hints import page_hints
 
 # Elements kept whole as one block (lists and tables only when they hold content, see below).
 ATOMIC_TAGS = frozenset(("pre", "figure", "table", "ul", "ol", "dl"))
@@ -163,7 +163,7 @@ class SimplifiedDocument:
     simplified_blocks: list[str]
     mapping_blocks: list[str]
     marked: list[bool] = field(default_factory=list)
-    hints: tuple[str, ...] = ()  # what the page says it is (processors.page_hints)
+    hints: tuple[str, ...] = ()  # what the page says it is (page_hints)
 
     @property
     def block_count(self) -> int:

@@ -1,0 +1,1 @@
+"""The per-page CPU work: simplify, Markdown, reconstruct, fallback, the sandbox."""

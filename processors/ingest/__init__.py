@@ -1,0 +1,1 @@
+"""Crawl input: records, files and archives in; decoded pages out."""

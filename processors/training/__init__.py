@@ -1,0 +1,1 @@
+"""Training, label derivation and evaluation: development tooling the runtime never imports."""
