@@ -23,10 +23,10 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 
 from dripstream.streams.demo import broker, start_worker, stop_process
+from dripstream.streams.envelope import SOURCE_HEADER
 from dripstream.streams.kafka import client_options, create_topics
 from dripstream.streams.settings import StreamSettings
 from dripstream.streams.soak import rss_mib
-from dripstream.streams.stages import SOURCE_HEADER
 from dripstream.streams.tools import describe_dead_letter, wait_for_outputs
 from dripstream.topics.catalog import PAGES
 

@@ -1,4 +1,4 @@
-"""Decision rules over the learned labeller's block probabilities (BENCHMARKS.md, session 7).
+"""Decision rules over the learned labeller's block probabilities (BENCHMARKS.md).
 
 The grouped CV's folds (5 wcxb folds by domain, news files held out one at a time) give
 every dev page out-of-fold block probabilities; ``cache`` stores them once (about 5

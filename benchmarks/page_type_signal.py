@@ -1,4 +1,4 @@
-"""Would the learned labeller gain from knowing the page type? (BENCHMARKS.md, session 6)
+"""Would the learned labeller gain from knowing the page type? (BENCHMARKS.md)
 
 The same grouped CV as ``learned_labeller.py cv`` (5 wcxb folds by domain, news files
 held out one at a time), scored from the out-of-fold block labels straight through

@@ -22,10 +22,11 @@ from collections import Counter, defaultdict
 
 from template_cache import markdown_of, rows_of, sites, teacher_settings
 
+from dripstream.processors.extract.html_tags import block_text
 from dripstream.processors.ingest.sources import raw_page_from_row
 from dripstream.processors.label.registry import build_labeller
 from dripstream.processors.pipeline import simplify_page
-from dripstream.processors.training.labels import block_text, derive_block_labels
+from dripstream.processors.training.labels import derive_block_labels
 from dripstream.processors.training.scoring import score_page
 from dripstream.processors.training.wordf1 import word_score
 from dripstream.topics.records import MAIN, OTHER, SimplifiedPage

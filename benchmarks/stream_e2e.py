@@ -28,10 +28,10 @@ from dripstream.processors.extract.sandbox import Limits, Sandbox
 from dripstream.processors.label.registry import DEFAULT_LABELLER, build_labeller
 from dripstream.processors.pipeline import PipelineSettings, extract_pages
 from dripstream.streams.demo import broker, start_worker, stop_process
+from dripstream.streams.envelope import SOURCE_HEADER
 from dripstream.streams.kafka import create_topics
 from dripstream.streams.settings import StreamSettings
 from dripstream.streams.soak import process_tree, rss_mib
-from dripstream.streams.stages import SOURCE_HEADER
 from dripstream.streams.tools import TopicMessage, produce_pages, read_topics, wait_for_outputs
 from dripstream.topics.catalog import ALL_TOPICS, PAGES
 from dripstream.topics.records import RawPage

@@ -25,21 +25,19 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from dripstream.gpu_worker.profiles import DEFAULT_PROFILE, load_profile, pipeline_settings
 from dripstream.processors.errors import NothingSelected
 from dripstream.processors.extract.reconstruct import reconstruct
 from dripstream.processors.ingest.sources import raw_page_from_row
-from dripstream.processors.label.registry import build_labeller
+from dripstream.processors.label.registry import budget_for, build_labeller
 from dripstream.processors.label.templates import (
     TEMPLATE_LABELLER,
-    Audit,
     TemplateCache,
-    TemplateCascade,
     TemplateSettings,
     registrable_domain,
 )
 from dripstream.processors.pipeline import PipelineSettings, extract_pages
 from dripstream.processors.training.scoring import score_page
+from dripstream.processors.training.template_audit import Audit, AuditedCascade
 from dripstream.processors.training.wordf1 import word_score
 from dripstream.topics.records import MAIN
 
@@ -74,7 +72,7 @@ def markdown_of(page, labels: list[str]) -> str:
 def teacher_settings(teacher_name: str) -> PipelineSettings:
     """The teacher's budget as the CLI and the stream give it (the default profile's
     context for a prompt labeller, a block cap for a CPU one)."""
-    return pipeline_settings(load_profile(DEFAULT_PROFILE), teacher_name)
+    return budget_for(teacher_name)
 
 
 Judge = Callable[[str, str], str]  # (html, url) -> an extractor's Markdown
@@ -92,7 +90,7 @@ def run_site(
     pipeline = teacher_settings(teacher_name)
     teacher = build_labeller(teacher_name)
     alone = extract_pages(raws, teacher, pipeline)
-    cascade = TemplateCascade(build_labeller(teacher_name), TemplateCache(settings), audit=True)
+    cascade = AuditedCascade(build_labeller(teacher_name), TemplateCache(settings))
     with_cache = [extract_pages([raw], cascade, pipeline)[0] for raw in raws]  # crawl order
     served_flags = [
         bool(outcome.record and outcome.record.extractor.endswith(f":{TEMPLATE_LABELLER}"))

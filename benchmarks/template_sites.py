@@ -3,10 +3,10 @@
 The shared data has three sites of 10 or more pages. This benchmark takes whole real
 sites instead: the HTML documentation of PostgreSQL 15 (1,169 pages) and of Python 3.11
 (530 pages) as Debian ships them, and that of Git (242 pages, AsciiDoc) and Django 3.2
-(692 pages, Sphinx), added in session 19 as sites no rule of the cache was tuned on, and
-SQLite's website (766 pages: release notes, the C API reference, syntax diagrams; hand-made
-HTML), added in session 20 likewise; fetched by ``--fetch`` (``apt-get download`` and
-``dpkg-deb -x`` into ``out/sites``, no root needed). Pages go through the pipeline in a
+(692 pages, Sphinx), sites no rule of the cache was tuned on, and SQLite's website (766
+pages: release notes, the C API reference, syntax diagrams; hand-made HTML), likewise;
+fetched by ``--fetch`` (``apt-get download`` and ``dpkg-deb -x`` into ``out/sites``, no
+root needed). Pages go through the pipeline in a
 crawl order (shuffled with a fixed seed: a crawler's frontier is not alphabetical), once
 with the teacher alone and once with the cache in front of it, the teacher also labelling
 every served page (only to measure). Reported per site:

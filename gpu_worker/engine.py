@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """Engine knobs, filled from the ``DRIPSTREAM_VLLM_*`` settings."""
+    """Engine knobs; the entry points fill them from the ``DRIPSTREAM_VLLM_*`` settings."""
 
     max_in_flight: int = 64
     max_batched_tokens: int = 8192

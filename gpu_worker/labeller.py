@@ -15,10 +15,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import os
 import threading
 import time
 from collections.abc import Coroutine, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from dripstream.gpu_worker.constraint import (
@@ -31,10 +31,9 @@ from dripstream.gpu_worker.constraint import (
 from dripstream.gpu_worker.engine import EngineSettings, start_engine
 from dripstream.gpu_worker.profiles import DEFAULT_PROFILE, ModelProfile, load_profile
 from dripstream.gpu_worker.prompt import PromptEncoder
-from dripstream.gpu_worker.settings import engine_settings_from_env
 from dripstream.processors.label.base import LabelOutcome
 from dripstream.processors.label.handoff import CascadeLabeller
-from dripstream.processors.label.learned import MIN_CONFIDENCE_ENV, LearnedLabeller
+from dripstream.processors.label.learned import LearnedLabeller, LearnedOptions
 from dripstream.processors.label.registry import LabellerOptions
 from dripstream.topics.records import SimplifiedPage
 
@@ -73,9 +72,9 @@ class VllmLabeller:
     @classmethod
     def from_options(cls, options: LabellerOptions) -> VllmLabeller:
         """The profile and weights the pipeline chose; engine knobs from
-        ``DRIPSTREAM_VLLM_*``."""
+        ``options.engine`` (the ``DRIPSTREAM_VLLM_*`` settings), else the defaults."""
         profile = load_profile(options.profile or DEFAULT_PROFILE, weights=options.model)
-        return cls(profile, engine=engine_settings_from_env())
+        return cls(profile, engine=options.engine or EngineSettings())
 
     def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
@@ -183,10 +182,19 @@ class VllmLabeller:
         return final.outputs[0]
 
 
+# The learned labeller's floor in the learned+vllm chain when none is set: alone it has
+# none (every page keeps its labels), in the chain unsure pages go to vLLM.
+CHAIN_MIN_CONFIDENCE = 0.5
+
+
 def learned_then_vllm(options: LabellerOptions) -> CascadeLabeller:
     """The ``learned+vllm`` labeller: the learned CPU labeller, and vLLM for the pages
-    below its confidence floor (``DRIPSTREAM_LEARNED_MIN_CONFIDENCE``, default 0.5)."""
-    floor = float(os.environ.get(MIN_CONFIDENCE_ENV) or 0.5)
+    below its confidence floor (``options.learned.min_confidence``, else
+    ``CHAIN_MIN_CONFIDENCE``)."""
+    learned = options.learned or LearnedOptions()
+    if learned.min_confidence is None:
+        learned = replace(learned, min_confidence=CHAIN_MIN_CONFIDENCE)
     return CascadeLabeller(
-        LearnedLabeller(min_confidence=floor), VllmLabeller.from_options(options)
+        LearnedLabeller(options=replace(options, learned=learned)),
+        VllmLabeller.from_options(options),
     )

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from dripstream.processors.extract.budget import PipelineSettings
 from dripstream.processors.extract.tokens import (
     CPU_MAX_BLOCKS,
     EstimatedTokenCounter,
@@ -20,12 +21,12 @@ from dripstream.processors.extract.tokens import (
     TokenBudget,
     TokenCounter,
 )
-from dripstream.processors.label.registry import reads_prompt
-from dripstream.processors.pipeline import PipelineSettings
+from dripstream.processors.label.registry import DEFAULT_PROFILE, LabellerOptions
 from dripstream.topics.records import LABELS
 
+__all__ = ["DEFAULT_PROFILE", "ModelProfile", "load_profile", "pipeline_settings"]
+
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
-DEFAULT_PROFILE = "mineru-html-qwen3-0.6b"
 
 OutputFormat = Literal["json", "compact"]
 HtmlLayout = Literal["nested", "flat"]
@@ -111,16 +112,20 @@ def token_counter(profile: ModelProfile) -> TokenCounter:
     return HuggingFaceTokenCounter(found) if found else EstimatedTokenCounter()
 
 
-def pipeline_settings(
-    profile: ModelProfile, labeller: str | None = None, cpu_max_blocks: int = CPU_MAX_BLOCKS
+def pipeline_settings(profile: ModelProfile) -> PipelineSettings:
+    """The budget of a labeller that reads pages as this profile's prompt: its context,
+    counted with its tokenizer. The simplify step and the labeller read the same
+    numbers."""
+    return PipelineSettings(
+        budget=TokenBudget(context_tokens=profile.context_tokens),
+        token_counter=token_counter(profile),
+    )
+
+
+def profile_budget(
+    options: LabellerOptions, cpu_max_blocks: int = CPU_MAX_BLOCKS
 ) -> PipelineSettings:
-    """The CPU stages' settings for this profile: its context as the token budget, counted
-    with its tokenizer. The simplify stage and the labeller read the same numbers. A
-    ``labeller`` that reads no prompt (learned, heuristic, ...) has no context to fill:
-    its budget is a block cap (``cpu_max_blocks``) instead, so large pages reach it
-    rather than the fallback."""
-    if labeller is None or reads_prompt(labeller):
-        budget = TokenBudget(context_tokens=profile.context_tokens)
-    else:
-        budget = TokenBudget.cpu(cpu_max_blocks)
-    return PipelineSettings(budget=budget, token_counter=token_counter(profile))
+    """The registry's budget factory for a prompt labeller (``PROFILE_CONTEXT``): the
+    options' profile (default ``DEFAULT_PROFILE``) and weights; a block cap does not
+    apply to a labeller with a context."""
+    return pipeline_settings(load_profile(options.profile or DEFAULT_PROFILE, options.model))

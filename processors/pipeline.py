@@ -15,18 +15,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import msgspec
 
 from dripstream.processors.errors import ErrorStatus, NothingSelected, PageError, TooLarge
+from dripstream.processors.extract.budget import PipelineSettings
 from dripstream.processors.extract.fallback import EXTRACTOR as FALLBACK_EXTRACTOR
 from dripstream.processors.extract.fallback import fallback_markdown
 from dripstream.processors.extract.language import detect_language
 from dripstream.processors.extract.reconstruct import reconstruct
 from dripstream.processors.extract.sandbox import InProcess, PageRunner
-from dripstream.processors.extract.simplify import SimplifyConfig, simplify
-from dripstream.processors.extract.tokens import EstimatedTokenCounter, TokenBudget, TokenCounter
+from dripstream.processors.extract.simplify import simplify
 from dripstream.processors.ingest.crawl import charset_param, header_dict, http_body
 from dripstream.processors.ingest.decode import DecodedHtml, check_html, decode_html_utf8
 from dripstream.processors.label.base import Labeller, LabelOutcome
@@ -45,13 +45,6 @@ from dripstream.topics.records import (
 
 DRIPPER_EXTRACTOR = "dripper"
 SECOND_OPINION = "second_opinion"  # the fallback reason of a page the labeller was unsure of
-
-
-@dataclass(frozen=True)
-class PipelineSettings:
-    simplify: SimplifyConfig = field(default_factory=SimplifyConfig)
-    budget: TokenBudget = field(default_factory=TokenBudget)
-    token_counter: TokenCounter = field(default_factory=EstimatedTokenCounter)
 
 
 def _ms_since(started: float) -> float:

@@ -47,7 +47,7 @@ PANELS = [
                 "{{error_class}}",
             )
         ],
-        "Inputs that became dead letters, by class (README: Input that is not a page).",
+        "Inputs that became dead letters, by class (docs/hostile-input.md).",
     ),
     (
         "Label batch size",

@@ -1,4 +1,8 @@
-"""The faust app: one agent per stage, moving ``dripstream.streams.stages`` outputs between topics.
+"""The faust app: one agent per chosen stage, moving its handler's outputs between topics.
+
+The app knows no stage by name: it builds each chosen stage from its declaration
+(``dripstream.streams.stages``) with what this worker provides (``worker_provisions``),
+and derives in-memory chaining from the stages' declared routes.
 
 Delivery is at-least-once: every agent takes micro-batches (``noack_take``), awaits the
 broker's acknowledgement of every output the batch caused, and only then acks the
@@ -11,30 +15,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import faust
 
-from dripstream.gpu_worker.profiles import load_profile, pipeline_settings
-from dripstream.processors.extract.sandbox import Limits, Sandbox
+from dripstream.processors.extract.sandbox import Sandbox
 from dripstream.processors.label.base import Labeller
-from dripstream.processors.label.templates import TemplateCache, TemplateCascade
-from dripstream.processors.sinks import open_sink
+from dripstream.processors.label.registry import build_labeller
 from dripstream.streams import health, metrics
+from dripstream.streams.envelope import ERROR_HEADER, Inbound, Outbound
 from dripstream.streams.kafka import FETCH_BYTES, SourceReader, ssl_context
 from dripstream.streams.settings import StreamSettings
-from dripstream.streams.stages import (
-    ERROR_HEADER,
-    STAGES,
-    CpuContext,
-    Inbound,
-    Outbound,
-    StageContext,
-)
+from dripstream.streams.stages import STAGES, Handler, PageRunners, Provisions, Stage, chosen
 from dripstream.streams.template_store import TemplateStore
-from dripstream.topics.catalog import ALL_TOPICS, DEAD_LETTERS, MAX_MESSAGE_BYTES, RECORDS
+from dripstream.topics.catalog import ALL_TOPICS, MAX_MESSAGE_BYTES
 
 log = logging.getLogger("dripstream.app")
 LAG_INTERVAL_S = 10.0  # dripstream_consumer_lag refresh
@@ -72,35 +68,38 @@ def inbound(event: Any) -> Inbound:
     )
 
 
-def stage_context(settings: StreamSettings, labeller: Labeller | None) -> StageContext:
-    """The stages' context: the labeller's budget (the profile's context, or a block cap
-    for a labeller without one), a sandbox for the per-page CPU work, the
-    labeller behind the site-template cache (``DRIPSTREAM_TEMPLATES``), the pages-topic
-    reader (fallback) and the sink (sink stage), as the stages need them."""
-    profile = load_profile(settings.profile, weights=settings.model or None)
-    pipeline = pipeline_settings(profile, settings.labeller, settings.cpu_max_blocks)
-    cpu = CpuContext(pipeline, payload_limit=settings.dlq_payload_limit)
-    limits = Limits(timeout_s=settings.page_timeout_s, memory_mib=settings.page_memory_mib)
-    reader = SourceReader(settings) if "fallback" in settings.stages else None
-    store = None
-    if labeller is not None and settings.templates:
-        cache = TemplateCache(settings.template_settings())
-        labeller = TemplateCascade(labeller, cache)
-        store = TemplateStore(settings, cache)
-    return StageContext(
-        cpu=cpu,
-        runner=Sandbox(cpu, limits),
-        labeller=labeller,
-        templates=store,
-        fetch_sources=reader.fetch if reader else None,
-        sink=open_sink(settings.sink) if "sink" in settings.stages else None,
-        label_retries=settings.label_retries,
-        retry_backoff_s=settings.retry_backoff_ms / 1000,
+def worker_provisions(settings: StreamSettings, labeller: Labeller | None = None) -> Provisions:
+    """What this worker provides the stage builders: one sandbox for every CPU stage's
+    per-page work, the labeller (``labeller``, else built by name from the settings when a
+    stage asks for one), the pages-topic reader and the templates-topic store."""
+    limits = settings.limits()
+    return Provisions(
+        runners=PageRunners(lambda contexts: Sandbox(contexts, limits)),
+        labeller=(lambda: labeller)
+        if labeller is not None
+        else (lambda: build_labeller(settings.labeller, settings.labeller_options())),
+        source_reader=lambda: SourceReader(settings),
+        template_store=lambda cache: TemplateStore(settings, cache),
     )
 
 
-def build_app(settings: StreamSettings, labeller: Labeller | None = None) -> faust.App:
-    """A faust app running ``settings.stages``; its consumer group is per set of stages."""
+def build_handlers(
+    settings: StreamSettings, provisions: Provisions, stages: Sequence[Stage]
+) -> dict[str, Handler]:
+    """Each stage's handler, from its builder; a stage that cannot be built raises
+    ``StageSetupError`` here, before the worker takes a message."""
+    return {stage.name: stage.build(settings, provisions) for stage in stages}
+
+
+def build_app(
+    settings: StreamSettings,
+    labeller: Labeller | None = None,
+    registry: Mapping[str, Stage] = STAGES,
+) -> faust.App:
+    """A faust app running ``settings.stages`` (declared in ``registry``); its consumer
+    group is per set of stages."""
+    stages = chosen(settings.stages, registry)
+    handlers = build_handlers(settings, worker_provisions(settings, labeller), stages)
     datadir = Path(settings.data_dir) / settings.group_id()
     datadir.mkdir(parents=True, exist_ok=True)
     app = faust.App(
@@ -132,7 +131,6 @@ def build_app(settings: StreamSettings, labeller: Labeller | None = None) -> fau
         )
         for short in ALL_TOPICS
     }
-    context = stage_context(settings, labeller)
 
     async def send(output: Outbound) -> None:
         pending = await topics[output.topic].send(
@@ -143,13 +141,12 @@ def build_app(settings: StreamSettings, labeller: Labeller | None = None) -> fau
     async def deliver(stage: str, outputs: list[Outbound]) -> None:
         await asyncio.gather(*(send(output) for output in outputs))
 
-    handle = chained_handler(settings, context)
+    handle = chained_handler(stages, handlers, bool(settings.chain), settings.topic_prefix)
     agent_health = health.AgentHealth()
-    for name in settings.stages:
-        stage = STAGES[name]
-        agent = _batch_agent(name, settings, handle, deliver)
-        agent = agent_health.watch(f"dripstream.{name}", agent)
-        app.agent(topics[stage.input_topic], name=f"dripstream.{name}")(agent)
+    for stage in stages:
+        agent = _batch_agent(stage.name, settings, handle, deliver)
+        agent = agent_health.watch(f"dripstream.{stage.name}", agent)
+        app.agent(topics[stage.input_topic], name=f"dripstream.{stage.name}")(agent)
 
     @app.page("/metrics")
     async def metrics_view(web: Any, request: Any) -> Any:
@@ -178,36 +175,46 @@ def build_app(settings: StreamSettings, labeller: Labeller | None = None) -> fau
 
 Deliver = Callable[[str, list[Outbound]], Awaitable[None]]
 Handle = Callable[[str, list[Inbound]], Awaitable[list[Outbound]]]
-UNCHAINED = (RECORDS, DEAD_LETTERS)  # the pipeline's outputs always go to Kafka
 
 
-def chained_handler(settings: StreamSettings, context: StageContext) -> Handle:
-    """A batch handler that, with ``DRIPSTREAM_CHAIN`` on, hands outputs bound for a
-    stage this worker also runs straight to that stage in memory (operator chaining), so
-    a worker running simplify+label+reconstruct writes only records, fallback requests
-    and dead letters. The input is still acknowledged only after every final output is:
-    at-least-once holds. Workers running one stage each (the k8s layout) use the topics."""
-    local = (
-        {
-            STAGES[name].input_topic: name
-            for name in settings.stages
-            if STAGES[name].input_topic not in UNCHAINED
-        }
-        if settings.chain
-        else {}
-    )
+def chaining(stages: Sequence[Stage]) -> dict[tuple[str, str], str]:
+    """(stage, route) -> the other stage among ``stages`` that reads the route's topic,
+    for every route declared chainable. Undeclared outputs (dead letters) and routes
+    declared ``chain=False`` (records) always go to Kafka."""
+    readers = {stage.input_topic: stage.name for stage in stages}
+    return {
+        (stage.name, route.route): readers[route.topic]
+        for stage in stages
+        for route in stage.routes
+        if route.chain and readers.get(route.topic, stage.name) != stage.name
+    }
+
+
+def chained_handler(
+    stages: Sequence[Stage],
+    handlers: Mapping[str, Handler],
+    chain: bool = True,
+    topic_prefix: str = "",
+) -> Handle:
+    """A batch handler that, with ``chain`` on (``DRIPSTREAM_CHAIN``), hands outputs bound
+    for a stage this worker also runs straight to that stage in memory (operator
+    chaining), so a worker running simplify+label+reconstruct writes only records,
+    fallback requests and dead letters. The input is still acknowledged only after every
+    final output is: at-least-once holds. Workers running one stage each (the k8s
+    layout) use the topics."""
+    local = chaining(stages) if chain else {}
 
     async def handle(stage: str, messages: list[Inbound]) -> list[Outbound]:
-        outputs = await STAGES[stage].handle(messages, context)
+        outputs = await handlers[stage](messages)
         final: list[Outbound] = []
         onward: dict[str, list[Inbound]] = {}
         for output in outputs:
             _count(stage, output)
-            target = local.get(output.topic)
-            if target is None or target == stage:
+            target = local.get((stage, output.route))
+            if target is None:
                 final.append(output)
                 continue
-            name = settings.topic_prefix + output.topic
+            name = topic_prefix + output.topic
             onward.setdefault(target, []).append(
                 Inbound(name, -1, -1, output.key, output.value, output.headers)
             )

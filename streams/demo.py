@@ -16,12 +16,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dripstream.processors.ingest.sources import read_pages
 from dripstream.streams.kafka import create_topics, ready_partitions, specs
 from dripstream.streams.settings import StreamSettings
 from dripstream.streams.tools import compute_ledger, produce_pages, wait_for_outputs
 from dripstream.topics.catalog import DEAD_LETTERS
+
+if TYPE_CHECKING:
+    from dripstream.processors.sinks.search import SearchOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 BROKER_SCRIPT = ROOT / "scripts" / "broker.sh"
@@ -54,15 +58,18 @@ def demo_phrase(markdown: str, words: int = 4) -> str | None:
     return None
 
 
-def show_search(target: str, records: list[dict], deadline_s: float = 60.0) -> bool:
+def show_search(
+    target: str, records: list[dict], deadline_s: float = 60.0, options: SearchOptions | None = None
+) -> bool:
     """Wait until the sink indexed every record with content, then search for a phrase
-    of one of them and print the hits as ``dripstream search`` does."""
+    of one of them and print the hits as ``dripstream search`` does (``options``: the
+    settings' search options)."""
     from dripstream.processors.sinks.search import SearchIndex
 
     expected = {record["id"] for record in records if not record.get("gone")}
     phrases = [demo_phrase(record["markdown"]) for record in records if not record.get("gone")]
     phrase = next((p for p in phrases if p), None)
-    index = SearchIndex(target)
+    index = SearchIndex(target, options)
     try:
         deadline = time.monotonic() + deadline_s
         count = -1
@@ -198,7 +205,7 @@ def run_demo(
                 print("error: the local search engine did not start (scripts/search.sh logs)")
                 found = False
             else:
-                found = show_search(index_target, records)
+                found = show_search(index_target, records, options=settings.search_options())
         print(f"worker log: {log_path}")
         return 0 if ledger.lost == 0 and found else 1
     finally:

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 
+from dripstream.streams.envelope import Inbound
 from dripstream.streams.settings import StreamSettings
 from dripstream.topics.catalog import DAY_MS, MAX_MESSAGE_BYTES, TopicSpec, topic_specs
 from dripstream.topics.records import SourceRef
-
-if TYPE_CHECKING:
-    from dripstream.streams.stages import Inbound
 
 FETCH_BYTES = 2 * 1024 * 1024  # per partition; a larger single message still comes through
 TOPIC_WAIT_S = 30.0  # how long a starting worker waits for the pipeline topics to appear
@@ -193,8 +191,6 @@ class SourceReader:
         return self._consumer
 
     async def fetch(self, refs: list[SourceRef]) -> dict[SourceRef, Inbound]:
-        from dripstream.streams.stages import Inbound
-
         found: dict[SourceRef, Inbound] = {}
         async with self._lock:
             client = await self._client()

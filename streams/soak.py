@@ -23,9 +23,10 @@ from pathlib import Path
 from aiokafka.errors import KafkaError
 
 from dripstream.streams.demo import broker, start_worker, stop_process
+from dripstream.streams.envelope import SOURCE_HEADER
 from dripstream.streams.kafka import create_topics, producer
 from dripstream.streams.settings import StreamSettings
-from dripstream.streams.stages import DEFAULT_STAGES, SOURCE_HEADER
+from dripstream.streams.stages import DEFAULT_STAGES
 from dripstream.streams.tools import compute_ledger, read_topics, wait_for_outputs
 from dripstream.topics.catalog import PAGES
 from dripstream.topics.codecs import to_msgpack

@@ -12,9 +12,9 @@ from dataclasses import asdict, dataclass
 import msgspec
 from aiokafka import TopicPartition
 
+from dripstream.streams.envelope import ATTEMPTS_HEADER, ERROR_HEADER, SOURCE_HEADER
 from dripstream.streams.kafka import consumer, producer, ready_partitions
 from dripstream.streams.settings import StreamSettings
-from dripstream.streams.stages import ATTEMPTS_HEADER, ERROR_HEADER, SOURCE_HEADER
 from dripstream.topics.catalog import DEAD_LETTERS, PAGES, RECORDS, REPLAYS
 from dripstream.topics.codecs import from_msgpack, to_msgpack
 from dripstream.topics.records import DeadLetter, RawPage

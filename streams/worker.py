@@ -1,4 +1,4 @@
-"""Running a worker process: JSON logs, the labeller by name, the faust worker."""
+"""Running a worker process: JSON logs and the faust worker."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 
 import faust
 
-from dripstream.processors.label.registry import build_labeller
 from dripstream.streams.app import build_app
 from dripstream.streams.kafka import wait_for_topics
 from dripstream.streams.settings import StreamSettings
+from dripstream.streams.stages import chosen
 
 
 class JsonFormatter(logging.Formatter):
@@ -51,6 +51,7 @@ def logging_config(level: str) -> dict[str, Any]:
 def run_worker(settings: StreamSettings) -> None:
     """Run the configured stages until SIGTERM/SIGINT, once the pipeline topics exist
     (``wait_for_topics``: MissingTopics when they do not)."""
+    chosen(settings.stages)  # an unknown stage is refused before the broker is asked
     kafka_log = logging.getLogger("aiokafka")
     level = kafka_log.level
     kafka_log.setLevel(logging.CRITICAL)  # a failure is the CLI's one error line
@@ -60,12 +61,7 @@ def run_worker(settings: StreamSettings) -> None:
     finally:
         loop.close()
         kafka_log.setLevel(level)
-    labeller = (
-        build_labeller(settings.labeller, settings.labeller_options())
-        if "label" in settings.stages
-        else None
-    )
-    app = build_app(settings, labeller)
+    app = build_app(settings)  # a stage that needs the labeller builds it by name
     worker = faust.Worker(
         app,
         loglevel=settings.log_level,

@@ -4,6 +4,7 @@ nothing generic (no top-level ``processors``, ``streams``, ``topics`` or ``gpu_w
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -14,24 +15,28 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 GENERIC = ("processors", "streams", "topics", "gpu_worker")
+PIP_WHEEL = (sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation")
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # Built from a copy of the files git knows, so no build output of this tree
+    # (build/lib keeps modules since deleted) can reach the wheel.
     out = tmp_path_factory.mktemp("wheel")
+    source = tmp_path_factory.mktemp("source")
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.splitlines()
+    for name in listed:
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(out),
-            str(ROOT),
-        ],
+        [*PIP_WHEEL, "-w", str(out), str(source)],
         check=True,
         env={**os.environ, "DRIPSTREAM_PURE_PYTHON": "1"},
         capture_output=True,

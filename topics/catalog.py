@@ -1,4 +1,5 @@
-"""Topic names and configurations: the Kafka half of the contract.
+"""Topic names and configurations: the Kafka half of the contract (the records they
+carry: ``dripstream.topics.records``).
 
 Every name carries a configurable prefix (``dripstream.`` by default) so several
 pipelines can share one cluster.
@@ -15,7 +16,7 @@ PAGES = "pages"
 SIMPLIFIED = "simplified"
 LABELLED = "labelled"
 RECORDS = "records"
-FALLBACK = "fallback"
+FALLBACK = "fallback"  # FallbackRequest: pages the model path left to the fallback extractor
 DEAD_LETTERS = "deadletters"
 REPLAYS = "replays"  # compacted: which dead letters were replayed (key partition:offset)
 TEMPLATES = "templates"  # compacted: site templates (key: site), shared by label workers
@@ -40,8 +41,8 @@ class TopicSpec:
             "retention.ms": str(self.retention_ms),
             "max.message.bytes": str(MAX_MESSAGE_BYTES),
             # Keep the producer's codec (ours send zstd). A topic codec that differs from
-            # the producer's makes the broker decompress and recompress each batch: a
-            # small gzip batch that expands to 600 MiB killed a 512 MiB-heap broker.
+            # the producer's makes the broker decompress and recompress each batch, on its
+            # heap: a small, highly compressed batch can exhaust it.
             "compression.type": "producer",
             **self.extra,
         }

@@ -31,8 +31,7 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 def page_id(url: str, content: bytes) -> str:
     """The content-version id: the same URL and bytes always give the same id, a re-crawl
     whose bytes changed a new one (``PageRecord.version``; the pipeline's internal key).
-    BLAKE3 (128 bits): a cryptographic hash, so no page can be made to take another's id,
-    at a quarter of BLAKE2b's cost over a whole page (BENCHMARKS.md, session 22)."""
+    BLAKE3 (128 bits): a cryptographic hash, so no page can be made to take another's id."""
     digest = blake3.blake3(url.encode("utf-8", "surrogatepass"))
     digest.update(b"\x00")
     digest.update(content)

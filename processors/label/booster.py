@@ -1,8 +1,7 @@
 """A trained LightGBM model for prediction only, called through LightGBM's C library.
 
 The ``lightgbm`` Python package imports SciPy, and pandas and pyarrow when they are
-installed: about 90 MiB in every process that imports it, on top of a worker's page
-budget. Prediction needs none of that, so the labeller loads the shared library that the
+installed; prediction needs none of that, so the labeller loads the shared library that the
 package ships (``lib_lightgbm``, found without importing the package) and calls the two
 functions it needs, ``LGBM_BoosterLoadModelFromString`` and
 ``LGBM_BoosterPredictForMat``: the same calls ``lightgbm.Booster.predict`` makes, with

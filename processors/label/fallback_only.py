@@ -1,6 +1,7 @@
-"""A labeller that labels nothing: every page takes the fallback route.
-
-Used to measure the fallback extractor (trafilatura) through the very same pipeline.
+"""The fallback-only labeller (``fallback``): it labels nothing, so every page takes the
+pipeline's fallback route and is extracted by the fallback extractor
+(``dripstream.processors.extract.fallback``, trafilatura). It runs that extractor through
+the same pipeline as the labellers, for comparison; it is not the fallback stage or topic.
 """
 
 from __future__ import annotations

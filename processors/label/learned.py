@@ -1,34 +1,18 @@
-"""The learned CPU labeller: a gradient-boosted tree classifier over per-block features.
+"""The learned CPU labeller: a gradient-boosted tree classifier (LightGBM) over per-block
+features.
 
-Model library: LightGBM (``lightgbm``, Microsoft, MIT licence, maintained since 2016).
-Why: the data are a few hundred thousand blocks of ~240 mixed numeric / categorical /
-sparse hashed features; boosted trees are the strongest well-understood model for such
-tabular data at this size (no scaling or embedding needed, categorical tag codes handled
-natively, missing structure is just a value). Among the GBDT libraries LightGBM trains
-fastest on 2 cores (histogram, leaf-wise growth), is deterministic with a fixed seed
-(``deterministic=True``, ``force_row_wise=True``), stores the model as plain text (a few
-MB, diffable, loaded without pickle), and predicts a whole page's matrix in one C call.
-XGBoost is equivalent in quality but larger to ship; scikit-learn's
-HistGradientBoosting would add scikit-learn (and SciPy) for no gain; a neural sequence
-model would need far more labelled pages than the dev files hold and would not reach the
-speed target on one core.
-
-Per page: features (``features``, one parse of the simplified page), then two
-predictions on the page's matrix (LightGBM's C library, :mod:`dripstream.processors.label.booster`):
-the first booster reads the block features alone; the context booster reads them plus what
-the first thought of the block's surroundings (``features.context_features``: neighbours,
-windows, the block's containers, the page), so a heading or a short paragraph inside the
-article follows the article and a card among rejected cards follows the cards. Block label
-main where the context booster's p >= the model's threshold (0.5), or, on a page whose most
-likely block is main but unsure (below threshold + ``margin``, 0.3), p >= that block's p
-less the margin: the page's main content is then the blocks about as likely as its best
-one (card grids, listings: on the grouped CV's out-of-fold pages, seed 0, the margin raised
-wcxb_dev collections by +0.045 word F1, listings +0.015, products +0.004, every other
-group level or ahead; BENCHMARKS.md, session 18). A page with no block at the threshold
-keeps none: the fallback does better there than the model's best guesses (products -0.004
-when they were kept).
-The context booster is trained on first-pass probabilities of pages the first booster did
-not see (``dripstream.processors.training.train.fit_model``), as it meets them at run time.
+Per page: features (``features``, one parse of the simplified page), then two predictions
+on the page's matrix (:mod:`dripstream.processors.label.booster`): the first booster reads
+the block features alone; the context booster reads them plus what the first thought of
+the block's surroundings (``features.context_features``: neighbours, windows, the block's
+containers, the page). A block is main where the context booster's p >= the model's
+threshold, or, on a page whose most likely block is main but below threshold +
+``margin``, where p >= that block's p less the margin. A page with no block at the
+threshold keeps none (the fallback extracts it). The context booster is trained on
+first-pass probabilities of pages the first booster did not see
+(``dripstream.processors.training.train.fit_model``), as it meets them at run time.
+The model file is LightGBM's text format, loaded without pickle; same data and seed give
+the same file. Why this model and these rules: docs/labellers-design.md.
 
 Confidence (``LabelOutcome.confidence``): the calibrated probability that the page's
 extraction is *good*, defined as WCXB word F1 >= 0.8 against the gold. Raw score: the
@@ -46,24 +30,27 @@ times our words (0: whenever it finds any). The rule, on the raw score, is store
 model file (``SecondOpinion``: below ``replace_below`` the fallback's Markdown is
 preferred, below ``compare_below`` it must be ``longer_ratio`` times longer) and fitted by
 ``training.train.fit_second_opinion`` on out-of-fold pages, on that mode's output,
-within a budget of pages that may ask (``training.MAX_ASKED``), so that it costs little
-time. ``DRIPSTREAM_SECOND_OPINION=0`` turns it off (one fallback run fewer per unsure page).
+within a budget of pages that may ask (``training.train.MAX_ASKED``), so that it costs little
+time. ``second_opinion=False`` (``LearnedOptions``) turns it off (one fallback run fewer
+per unsure page).
 
-Routing: with ``min_confidence`` (argument, or the ``DRIPSTREAM_LEARNED_MIN_CONFIDENCE``
-environment variable) a page below it gets no labels but ``failure="low_confidence"``
-(its confidence still set), so the pipeline sends it to the fallback, or a cascade to
-the next labeller.
+Routing: with ``min_confidence`` (``LearnedOptions``; None: no floor) a page below it
+gets no labels but ``failure="low_confidence"`` (its confidence still set), so the
+pipeline sends it to the fallback, or a cascade to the next labeller.
+
+This module reads no environment: the entry points parse ``DRIPSTREAM_LEARNED_*`` and
+``DRIPSTREAM_SECOND_OPINION`` (``dripstream.streams.settings``) and pass the options.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -78,11 +65,23 @@ from dripstream.processors.label.features import (
 )
 from dripstream.topics.records import MAIN, OTHER, SimplifiedPage
 
+if TYPE_CHECKING:
+    from dripstream.processors.label.registry import LabellerOptions
+
 MODEL_FORMAT = "dripstream-learned-labeller"
 MODEL_RESOURCE = "learned_labeller.json"
-MIN_CONFIDENCE_ENV = "DRIPSTREAM_LEARNED_MIN_CONFIDENCE"
-SECOND_OPINION_ENV = "DRIPSTREAM_SECOND_OPINION"
 _LOG_TEXT = FEATURE_NAMES.index("log_text")
+
+
+@dataclass(frozen=True)
+class LearnedOptions:
+    """How the learned labeller routes and second-guesses its pages."""
+
+    min_confidence: float | None = None
+    """Pages below this calibrated confidence get ``failure="low_confidence"``; None: no
+    floor (a builder that chains labellers may apply its own)."""
+    second_opinion: bool = True
+    """Whether the model's second-opinion rule runs on unsure pages."""
 
 
 def default_model_path() -> Path:
@@ -208,13 +207,15 @@ class LearnedLabeller:
         model: LearnedModel | str | Path | None = None,
         min_confidence: float | None = None,
         second_opinion: bool | None = None,
+        options: LabellerOptions | None = None,
     ) -> None:
+        """Arguments left None take ``options.learned`` (``LearnedOptions``), else its
+        defaults: no confidence floor, the second opinion on."""
+        learned = (options.learned if options is not None else None) or LearnedOptions()
         self.model = model if isinstance(model, LearnedModel) else LearnedModel.load(model)
-        if min_confidence is None and os.environ.get(MIN_CONFIDENCE_ENV):
-            min_confidence = float(os.environ[MIN_CONFIDENCE_ENV])
-        self.min_confidence = min_confidence
+        self.min_confidence = learned.min_confidence if min_confidence is None else min_confidence
         if second_opinion is None:
-            second_opinion = os.environ.get(SECOND_OPINION_ENV, "1") != "0"
+            second_opinion = learned.second_opinion
         self.second_opinion = self.model.second_opinion if second_opinion else None
 
     def label_one(self, page: SimplifiedPage) -> tuple[list[str], float, float]:

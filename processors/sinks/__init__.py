@@ -11,9 +11,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from dripstream.processors.pipeline import Outcome
+
+if TYPE_CHECKING:
+    from dripstream.processors.sinks.search import SearchOptions
 
 SINKS: dict[str, str] = {
     "records": "dripstream.processors.sinks.jsonl:RecordsJsonlSink",
@@ -55,12 +58,18 @@ class Sink(Protocol):
     def close(self) -> None: ...
 
 
-def open_sink(spec: str) -> Sink:
-    """The sink a ``KIND:TARGET`` spec names (``-`` as the path: standard output)."""
+def open_sink(spec: str, search: SearchOptions | None = None) -> Sink:
+    """The sink a ``KIND:TARGET`` spec names (``-`` as the path: standard output).
+
+    ``search``: the search sink's connection and batching options (None: their
+    defaults); the other sinks take none."""
     kind, separator, target = spec.partition(":")
     if not separator or kind not in SINKS:
         if separator and len(kind) > 1:  # not a Windows drive letter
             raise SinkError(f"unknown sink {kind!r}: choose from {', '.join(SINKS)}")
         kind, target = "records", spec
     module_name, _, attribute = SINKS[kind].partition(":")
-    return getattr(importlib.import_module(module_name), attribute)(target)
+    factory = getattr(importlib.import_module(module_name), attribute)
+    if kind == "opensearch" and search is not None:
+        return factory(target, search)
+    return factory(target)

@@ -5,7 +5,9 @@ Spec: ``opensearch:URL/INDEX`` (``opensearch:http://127.0.0.1:9200/dripstream``;
 path the index is ``dripstream``). The sink creates the index when it is missing (one
 shard, ``DRIPSTREAM_SEARCH_REPLICAS`` replicas, the mapping below; unmapped record fields
 stay in ``_source``). Remote clusters: ``https://`` URLs, basic-auth credentials and the
-CA bundle come from the ``DRIPSTREAM_SEARCH_*`` settings (``SEARCH_SETTINGS``).
+CA bundle come from ``SearchOptions``, which the entry points build from the
+``DRIPSTREAM_SEARCH_*`` settings (``dripstream.streams.settings``); this module reads no
+environment.
 
 - **Idempotent.** The document ``_id`` is the record's ``id`` (one per canonical URL), so
   a re-delivered record or a re-crawl of a URL updates one document. With a
@@ -29,11 +31,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -47,41 +46,6 @@ log = logging.getLogger("dripstream.sinks.search")
 DEFAULT_INDEX = "dripstream"
 DEFAULT_TARGET = f"http://127.0.0.1:9200/{DEFAULT_INDEX}"
 MAX_BACKOFF_S = 30.0
-
-# (variable, default, meaning, secret): the stream's settings table lists these too.
-SEARCH_SETTINGS: tuple[tuple[str, str, str, bool], ...] = (
-    ("DRIPSTREAM_SEARCH_USERNAME", "", "search engine user (HTTP basic auth)", False),
-    ("DRIPSTREAM_SEARCH_PASSWORD", "", "search engine password (prefer the _FILE variant)", True),
-    ("DRIPSTREAM_SEARCH_PASSWORD_FILE", "", "file holding the search engine password", False),
-    (
-        "DRIPSTREAM_SEARCH_CAFILE",
-        "",
-        "CA bundle that signs the search engine's TLS certificate (https URLs)",
-        False,
-    ),
-    (
-        "DRIPSTREAM_SEARCH_VERIFY_TLS",
-        "1",
-        "1: check the search engine's certificate and host name; 0: do not (tests only)",
-        False,
-    ),
-    ("DRIPSTREAM_SEARCH_BULK_DOCS", "500", "search sink: documents per bulk request", False),
-    ("DRIPSTREAM_SEARCH_BULK_BYTES", "8388608", "search sink: bytes per bulk request", False),
-    (
-        "DRIPSTREAM_SEARCH_RETRIES",
-        "5",
-        "search sink: attempts for a document the engine refuses, then a dead letter",
-        False,
-    ),
-    (
-        "DRIPSTREAM_SEARCH_BACKOFF_MS",
-        "200",
-        "search sink: first retry delay, doubled per attempt (30 s at most)",
-        False,
-    ),
-    ("DRIPSTREAM_SEARCH_TIMEOUT_S", "30", "search engine request timeout", False),
-    ("DRIPSTREAM_SEARCH_REPLICAS", "0", "replicas of an index the search sink creates", False),
-)
 
 MAPPING: dict[str, Any] = {
     "dynamic": False,
@@ -103,7 +67,9 @@ MAPPING: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class SearchOptions:
-    """Connection and batching settings (``SEARCH_SETTINGS``, from the environment)."""
+    """Connection and batching settings; the defaults are the ``DRIPSTREAM_SEARCH_*``
+    settings' defaults. ``password`` is the password itself (a ``_FILE`` variant is read
+    by the settings, never here)."""
 
     username: str = ""
     password: str = ""
@@ -115,35 +81,6 @@ class SearchOptions:
     backoff_ms: int = 200
     timeout_s: float = 30.0
     replicas: int = 0
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> SearchOptions:
-        env = os.environ if env is None else env
-        raw = {name: env.get(name, default) for name, default, _, _ in SEARCH_SETTINGS}
-        password = raw["DRIPSTREAM_SEARCH_PASSWORD"]
-        if raw["DRIPSTREAM_SEARCH_PASSWORD_FILE"]:
-            try:
-                password = Path(raw["DRIPSTREAM_SEARCH_PASSWORD_FILE"]).read_text().strip()
-            except OSError as error:
-                raise SinkError(f"DRIPSTREAM_SEARCH_PASSWORD_FILE: {error}") from None
-        try:
-            options = cls(
-                username=raw["DRIPSTREAM_SEARCH_USERNAME"],
-                password=password,
-                cafile=raw["DRIPSTREAM_SEARCH_CAFILE"],
-                verify_tls=raw["DRIPSTREAM_SEARCH_VERIFY_TLS"].strip() not in ("0", "false", "no"),
-                bulk_docs=int(raw["DRIPSTREAM_SEARCH_BULK_DOCS"]),
-                bulk_bytes=int(raw["DRIPSTREAM_SEARCH_BULK_BYTES"]),
-                retries=int(raw["DRIPSTREAM_SEARCH_RETRIES"]),
-                backoff_ms=int(raw["DRIPSTREAM_SEARCH_BACKOFF_MS"]),
-                timeout_s=float(raw["DRIPSTREAM_SEARCH_TIMEOUT_S"]),
-                replicas=int(raw["DRIPSTREAM_SEARCH_REPLICAS"]),
-            )
-        except ValueError as error:
-            raise SinkError(f"a DRIPSTREAM_SEARCH_* setting is not a number: {error}") from None
-        if options.bulk_docs < 1 or options.bulk_bytes < 1024 or options.retries < 1:
-            raise SinkError("search sink: bulk docs >= 1, bulk bytes >= 1024, retries >= 1")
-        return options
 
 
 def split_target(target: str) -> tuple[str, str]:
@@ -163,7 +100,7 @@ def connect(url: str, options: SearchOptions | None = None) -> Any:
     sink does its own, with back-off)."""
     from opensearchpy import OpenSearch
 
-    options = options or SearchOptions.from_env()
+    options = options or SearchOptions()
     tls = url.startswith("https:")
     return OpenSearch(
         hosts=[url],
@@ -217,7 +154,7 @@ class OpenSearchSink:
 
     def __init__(self, target: str, options: SearchOptions | None = None) -> None:
         self.url, self.index = split_target(target)
-        self.options = options or SearchOptions.from_env()
+        self.options = options or SearchOptions()
         self.client = connect(self.url, self.options)
         self.stats = SinkStats()
         self._queue: list[_Write] = []

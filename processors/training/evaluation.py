@@ -4,12 +4,12 @@ A dataset is JSONL with ``id``, ``url``, ``html``, ``gold_markdown_or_text`` and
 optional ``meta`` (``subset``; WCXB's ``page_type`` and its ``with`` / ``without``
 snippets). Annotation marks are stripped from every page before it is simplified,
 whatever the labeller; the oracle reads its labels from the marks first. Word F1 and the
-snippet rates are WCXB's own metric (``processors/wordf1.py``), reported per page type so
+snippet rates are WCXB's own metric (``training/wordf1.py``), reported per page type so
 figures compare with WCXB's published ones.
 
 With a ``TemplateCascade`` labeller the pages go one at a time, in file order (the cache
 learns in crawl order), and the report adds the cache's share and its agreement with the
-teacher on the pages it served.
+teacher on the pages it served (audited: an ``AuditedCascade``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from dripstream.processors.label.templates import TEMPLATE_LABELLER, TemplateCas
 from dripstream.processors.pipeline import Outcome, PipelineSettings, extract_pages
 from dripstream.processors.training.annotations import strip_annotation_marks
 from dripstream.processors.training.scoring import score_page
+from dripstream.processors.training.template_audit import AuditedCascade
 from dripstream.processors.training.wordf1 import word_score
 from dripstream.topics.records import page_id
 
@@ -138,7 +139,7 @@ def evaluate(
 
 def _template_report(cascade: TemplateCascade, scores: Sequence[PageScore]) -> dict[str, object]:
     served = sum(1 for page in scores if page.extractor.endswith(f":{TEMPLATE_LABELLER}"))
-    audits = cascade.audits
+    audits = cascade.audits if isinstance(cascade, AuditedCascade) else []
     return {
         "served_pages": served,
         "served_share": served / len(scores) if scores else 0.0,

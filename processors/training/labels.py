@@ -34,7 +34,6 @@ can train the student the same way.
 from __future__ import annotations
 
 import bisect
-import html as htmlmod
 import json
 import re
 from collections import defaultdict
@@ -43,13 +42,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dripstream.processors.errors import PageError
+from dripstream.processors.extract.html_tags import block_text
 from dripstream.processors.extract.simplify import SimplifyConfig, simplify
 from dripstream.processors.training.annotations import strip_annotation_marks
 from dripstream.topics.records import MAIN, OTHER, page_id
 
 __all__ = [
     "DeriveReport",
-    "block_text",
     "derive_block_labels",
     "derive_labels",
     "label_tokens",
@@ -61,17 +60,11 @@ SHORT_SLACK = 3
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+")
-_TAG = re.compile(r"<[^>]*>")
 
 
 def label_tokens(text: str) -> list[str]:
     """Lower-cased word tokens; Han / kana characters one token each."""
     return _TOKEN.findall(text.lower())
-
-
-def block_text(mapping_block: str) -> str:
-    """Visible text of one mapping block (tags dropped, entities unescaped)."""
-    return htmlmod.unescape(_TAG.sub(" ", mapping_block))
 
 
 @dataclass

@@ -1,10 +1,11 @@
-"""Training and cross-validation of the learned labeller, on the shared dev files only.
+"""Training and cross-validation of the learned labeller.
 
-Data (``data_dir``, normally ``../shared/data``): ``wcxb_dev.jsonl.xz`` (1,497 pages, 7
-page types), ``articles_dev.jsonl`` (88 news articles), ``publishers_dev.jsonl`` (133
-news pages). ``webmainbench_sample.jsonl`` is *not* trained on: it checks the label
-derivation against its human ``cc-select`` marks. Every page is simplified, its blocks
-labelled from its gold text (:mod:`dripstream.processors.training.labels`) and turned into features
+Data: ``files`` of ``data_dir`` (normally ``../shared/data``), by default ``TRAIN_FILES``:
+``wcxb_dev.jsonl.xz`` (WCXB, 7 page types), ``articles_dev.jsonl`` and
+``publishers_dev.jsonl`` (news pages). ``webmainbench_sample.jsonl`` is *not* trained on:
+it checks the label derivation against its human ``cc-select`` marks. Every page is
+simplified, its blocks labelled from its gold text
+(:mod:`dripstream.processors.training.labels`) and turned into features
 (:mod:`dripstream.processors.label.features`).
 
 Groups: a page's group is its site (WCXB ``meta.domain``, otherwise the URL's host without
@@ -69,6 +70,7 @@ from dripstream.processors.training.scoring import score_page
 from dripstream.processors.training.wordf1 import word_score
 from dripstream.topics.records import MAIN
 
+# The dev files trained on by default (``files`` of load_pages, cross_validate, train).
 TRAIN_FILES = ("wcxb_dev.jsonl.xz", "articles_dev.jsonl", "publishers_dev.jsonl")
 CV_FOLDS = 5
 # The second-opinion rule must keep every target group this far ahead of the fallback on
@@ -100,11 +102,8 @@ CONTEXT_TREES = 80  # the context pass
 CONTEXT_FOLDS = 3  # folds by site for the first-pass probabilities the context pass learns on
 THRESHOLD = 0.5
 # On a page whose most likely block is main but below THRESHOLD + MARGIN, the blocks within
-# MARGIN of it are main too (``LearnedModel.main_blocks``). Chosen on the grouped CV's
-# out-of-fold probabilities (seed 0, pages with no main block left to the fallback): 0.25 /
-# 0.3 / 0.35 raised wcxb_dev by +0.004 / +0.006 / +0.006; 0.25 and 0.3 kept every group
-# level or ahead (the news files within 0.0003), 0.35 lost products (-0.003; BENCHMARKS.md,
-# session 18).
+# MARGIN of it are main too (``LearnedModel.main_blocks``), chosen on the grouped CV's
+# out-of-fold probabilities (docs/labellers-design.md).
 MARGIN = 0.3
 # CPU labellers read no prompt: their budget is a block cap, as in the CLI and the stream.
 EVAL_SETTINGS = PipelineSettings(budget=TokenBudget.cpu())
@@ -400,7 +399,12 @@ def baseline_markdown(name: str, html: str, url: str | None) -> str:
             return fallback_markdown(html, url, fast=name == SECOND_OPINION_BASELINE)
         except NothingSelected:
             return ""
-    import rs_trafilatura  # the bench extra
+    try:
+        import rs_trafilatura
+    except ImportError as error:
+        raise ImportError(
+            "the rs-trafilatura baseline needs the bench extra: pip install 'dripstream[bench]'"
+        ) from error
 
     result = rs_trafilatura.extract(html, url=url, output_markdown=True)
     return result.content_markdown or result.main_content or ""
@@ -521,13 +525,15 @@ def cross_validate(
     cache_dir: str | Path | None = None,
     log: Callable[[str], None] | None = None,
     num_trees: int = NUM_TREES,
+    files: Sequence[str] = TRAIN_FILES,
 ) -> CVReport:
     """Grouped CV on wcxb_dev (``folds`` folds by domain) + leave-one-file-out on the
-    news files; ``pages`` may be given pre-loaded (``load_pages``)."""
+    other files; ``pages`` may be given pre-loaded (``load_pages``), else ``files`` of
+    ``data_dir`` are loaded."""
     started = time.perf_counter()
     log = log or (lambda message: None)
     if pages is None:
-        pages = load_pages(data_dir)
+        pages = load_pages(data_dir, files)
     report = CVReport(seed, folds)
     wcxb = [page for page in pages if page.file == "wcxb_dev"]
     fold_of = group_folds([page.group for page in wcxb], folds, seed)
@@ -657,9 +663,8 @@ def fit_second_opinion(
     file), among the rules asking on at most ``max_asked`` of the pages: of those keeping
     every group ``MIN_LEAD`` ahead of the fallback extractor, the one with the largest
     mean lead; if none does, the one whose weakest group is furthest ahead
-    (``_rule_value``). Pure maximin (session 6) bought the weakest group's
-    last thousandths with many second opinions that cost every other group. Also a check
-    on held-out sites: fitted on half the sites, the gain per file on the other half."""
+    (``_rule_value``). Also a check on held-out sites: fitted on half the sites, the gain
+    per file on the other half."""
     triples = _triples(results)
     rule = max(SECOND_OPINION_GRID, key=lambda r: _rule_value(triples, r, max_asked))
     groups = sorted({learned.group for learned, *_ in triples})
@@ -717,13 +722,14 @@ def train(
     cv: CVReport | None = None,
     pages: Sequence[PageData] | None = None,
     num_trees: int = NUM_TREES,
+    files: Sequence[str] = TRAIN_FILES,
 ) -> TrainReport:
-    """Train on every page of the dev files and write the model file. The confidence
-    calibration comes from ``cv`` (run ``cross_validate`` first to get one; without it
-    the model ships uncalibrated: confidence = raw score)."""
+    """Train on every page (``pages``, else ``files`` of ``data_dir``) and write the model
+    file. The confidence calibration comes from ``cv`` (run ``cross_validate`` first to
+    get one; without it the model ships uncalibrated: confidence = raw score)."""
     started = time.perf_counter()
     if pages is None:
-        pages = load_pages(data_dir)
+        pages = load_pages(data_dir, files)
     model = fit_model(pages, seed, num_trees)
     calibration = quality = rule = rule_check = None
     if cv is not None:

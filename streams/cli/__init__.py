@@ -8,14 +8,19 @@ from __future__ import annotations
 import argparse
 import logging
 import lzma
-import os
 import sys
 import zlib
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from dripstream.streams.cli import develop, offline, operations
-from dripstream.streams.cli.common import EXIT_BROKER, EXIT_INPUT, EXPECTED, UsageError
+from dripstream.streams.cli.common import (
+    EXIT_BROKER,
+    EXIT_INPUT,
+    EXPECTED,
+    UsageError,
+    stream_settings,
+)
 
 DESCRIPTION = "Web pages in, clean Markdown records out: the Dripper method on Kafka."
 EPILOG = """exit codes:
@@ -61,8 +66,8 @@ def _broker_error(error: BaseException) -> bool:
     return any(cls.__module__.split(".")[0] == "aiokafka" for cls in type(error).__mro__)
 
 
-def _broker_message(error: BaseException) -> str:
-    brokers = os.environ.get("DRIPSTREAM_BROKERS", "127.0.0.1:9092")
+def _broker_message(error: BaseException, args: argparse.Namespace) -> str:
+    brokers = stream_settings(args).brokers
     if type(error).__name__ == "KafkaConnectionError":
         return f"broker unreachable at {brokers} (DRIPSTREAM_BROKERS)"
     detail = str(error).removeprefix(f"{type(error).__name__}: ")
@@ -89,13 +94,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     try:
+        stream_settings(args)  # every DRIPSTREAM_* setting checked before any work
         return args.run(args)
     except (UsageError, *EXPECTED) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_INPUT
     except OSError as error:
         if _broker_error(error):
-            print(f"error: {_broker_message(error)}", file=sys.stderr)
+            print(f"error: {_broker_message(error, args)}", file=sys.stderr)
             return EXIT_BROKER
         print(
             f"error: {error.strerror or error}: {error.filename or ''}".rstrip(": "),
@@ -109,6 +115,6 @@ def _run(args: argparse.Namespace) -> int:
         return 130
     except Exception as error:
         if _broker_error(error):
-            print(f"error: {_broker_message(error)}", file=sys.stderr)
+            print(f"error: {_broker_message(error, args)}", file=sys.stderr)
             return EXIT_BROKER
         raise

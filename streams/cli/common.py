@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
-from dripstream.gpu_worker.profiles import DEFAULT_PROFILE, load_profile, pipeline_settings
+from dripstream.processors.extract.budget import PipelineSettings
 from dripstream.processors.extract.tokens import EstimatedTokenCounter
 from dripstream.processors.ingest.sources import SourceError
 from dripstream.processors.label.base import Labeller
 from dripstream.processors.label.registry import (
     DEFAULT_LABELLER,
+    DEFAULT_PROFILE,
     LabellerOptions,
     UnknownLabeller,
+    budget_for,
     build_labeller,
     labeller_names,
+    reads_prompt,
 )
-from dripstream.processors.pipeline import PipelineSettings
 from dripstream.processors.sinks import SinkError
 from dripstream.streams.settings import SettingsError, StreamSettings
 
@@ -50,9 +53,8 @@ def add_pipeline_options(parser: argparse.ArgumentParser) -> None:
 def add_profile_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--profile",
-        default=DEFAULT_PROFILE,
-        help="model profile, a shipped name or a .toml path: context size and tokenizer "
-        f"(default {DEFAULT_PROFILE})",
+        help="model profile of a prompt labeller, a shipped name or a .toml path: context "
+        f"size and tokenizer (default DRIPSTREAM_PROFILE, else {DEFAULT_PROFILE})",
     )
     parser.add_argument("--model", help="weights folder or hub id overriding the profile's")
 
@@ -61,9 +63,19 @@ def pipeline_from_args(args: argparse.Namespace) -> PipelineSettings:
     """The labeller's budget (the profile's context, or a block cap for a labeller without
     one) and the profile's tokenizer; says so when a model was named but its
     tokenizer is not on this machine, so counts are an estimate."""
+    labeller = getattr(args, "labeller", None)
     try:
-        profile = load_profile(args.profile, weights=args.model)
-        settings = pipeline_settings(profile, getattr(args, "labeller", None))
+        if labeller is None or (args.profile and not reads_prompt(labeller)):
+            # No labeller (``simplify``): the profile's budget. A profile named beside a
+            # labeller that reads no prompt is still checked, though it sizes nothing.
+            from dripstream.gpu_worker.profiles import load_profile, pipeline_settings
+
+            profile = load_profile(_options(args).profile or DEFAULT_PROFILE, args.model)
+        if labeller is None:
+            settings = pipeline_settings(profile)
+        else:
+            blocks = stream_settings(args).cpu_max_blocks
+            settings = budget_for(labeller, _options(args), cpu_max_blocks=blocks)
     except (FileNotFoundError, ValueError) as error:
         raise UsageError(str(error)) from None
     counter = settings.token_counter
@@ -79,22 +91,40 @@ def pipeline_from_args(args: argparse.Namespace) -> PipelineSettings:
 
 
 def labeller_from_args(args: argparse.Namespace) -> Labeller:
-    options = LabellerOptions(profile=args.profile, model=args.model)
-    return build_labeller(args.labeller, options)
+    """The labeller ``--labeller`` names, with ``--profile``/``--model`` and the
+    settings' options (learned labeller, vLLM engine)."""
+    return build_labeller(args.labeller, _options(args))
+
+
+def _options(args: argparse.Namespace) -> LabellerOptions:
+    """The settings' labeller options with ``--profile``/``--model`` on top."""
+    options = stream_settings(args).labeller_options()
+    return replace(
+        options, profile=args.profile or options.profile, model=args.model or options.model
+    )
 
 
 def stream_settings(args: argparse.Namespace) -> StreamSettings:
-    """Settings from the environment, with this command's options on top."""
+    """Settings from the environment, with this command's options on top: parsed and
+    checked once per command (``main`` does it before the command runs), then kept on
+    ``args.settings``."""
+    settings = getattr(args, "settings", None)
+    if isinstance(settings, StreamSettings):
+        return settings
     overrides: dict[str, object] = {}
     if getattr(args, "stages", None):
         overrides["stages"] = tuple(part for part in args.stages.split(",") if part)
     for name in ("labeller", "profile", "model"):
         if getattr(args, name, None):
             overrides[name] = getattr(args, name)
+    from dripstream.streams.stages import chosen
+
     try:
-        return StreamSettings.from_env(**overrides)
+        args.settings = StreamSettings.from_env(**overrides)
+        chosen(args.settings.stages)  # the stage names are the stage registry's to check
     except SettingsError as error:
         raise UsageError(str(error)) from None
+    return args.settings
 
 
 def with_example(text: str) -> str:

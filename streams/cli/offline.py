@@ -13,7 +13,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from dripstream.processors.errors import PageError
-from dripstream.processors.extract.sandbox import InProcess, Limits, PageRunner, Sandbox
+from dripstream.processors.extract.sandbox import InProcess, PageRunner, Sandbox
 from dripstream.processors.extract.simplify import simplify
 from dripstream.processors.ingest.decode import check_html, decode_html
 from dripstream.processors.ingest.sources import (
@@ -27,11 +27,11 @@ from dripstream.processors.ingest.sources import (
     read_rows,
 )
 from dripstream.processors.label.base import Labeller
-from dripstream.processors.label.templates import TemplateCascade
 from dripstream.processors.pipeline import PipelineSettings, extract_pages
 from dripstream.processors.sinks import open_sink
 from dripstream.processors.sinks.jsonl import RecordsJsonlSink
 from dripstream.processors.training.evaluation import EvalReport, evaluate
+from dripstream.processors.training.template_audit import AuditedCascade
 from dripstream.streams.cli.common import (
     EXIT_INPUT,
     UsageError,
@@ -40,13 +40,18 @@ from dripstream.streams.cli.common import (
     add_profile_options,
     labeller_from_args,
     pipeline_from_args,
+    stream_settings,
 )
 
 BATCH = 32
 
 
 def _runner(args: argparse.Namespace, settings: PipelineSettings) -> PageRunner:
-    return InProcess(settings) if args.no_sandbox else Sandbox(settings, Limits())
+    """In this process (``--no-sandbox``), else in a sandbox with the settings' limits
+    (DRIPSTREAM_PAGE_TIMEOUT_S, DRIPSTREAM_PAGE_MEMORY_MIB)."""
+    if args.no_sandbox:
+        return InProcess(settings)
+    return Sandbox(settings, stream_settings(args).limits())
 
 
 def _single_document(args: argparse.Namespace) -> bool:
@@ -62,7 +67,7 @@ def _single_document(args: argparse.Namespace) -> bool:
 def _labeller(args: argparse.Namespace) -> Labeller:
     labeller = labeller_from_args(args)
     if getattr(args, "template_cache", False):
-        return TemplateCascade(labeller, audit=args.command == "eval")
+        return AuditedCascade(labeller, audit=args.command == "eval")
     return labeller
 
 
@@ -136,7 +141,7 @@ def _extract_batch(args, labeller, settings, runner) -> int:
     counts: Counter[str] = Counter()
     pages = _pages(args.sources, args.jsonl)
     with ExitStack() as stack:
-        sink = open_sink(args.out or "-")
+        sink = open_sink(args.out or "-", stream_settings(args).search_options())
         stack.callback(sink.close)
         bar = stack.enter_context(tqdm(unit="page", file=sys.stderr, disable=args.quiet or None))
         while batch := list(itertools.islice(pages, BATCH)):

@@ -68,23 +68,22 @@ def cmd_tail(args: argparse.Namespace) -> int:
     return 0
 
 
-def search_target(explicit: str | None = None) -> str:
-    """The index to search: ``--index``, else DRIPSTREAM_SINK's when it is a search
-    sink, else the local engine's ``dripstream`` index."""
-    import os
-
+def search_target(explicit: str | None = None, sink: str = "") -> str:
+    """The index to search: ``--index``, else the sink's (DRIPSTREAM_SINK) when it is a
+    search sink, else the local engine's ``dripstream`` index."""
     from dripstream.processors.sinks.search import DEFAULT_TARGET
 
     if explicit:
         return explicit
-    kind, _, target = os.environ.get("DRIPSTREAM_SINK", "").partition(":")
+    kind, _, target = sink.partition(":")
     return target if kind == "opensearch" and target else DEFAULT_TARGET
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from dripstream.processors.sinks.search import SearchIndex, SearchOptions
+    from dripstream.processors.sinks.search import SearchIndex
 
-    index = SearchIndex(search_target(args.index), SearchOptions.from_env())
+    settings = stream_settings(args)
+    index = SearchIndex(search_target(args.index, settings.sink), settings.search_options())
     try:
         hits = index.search(" ".join(args.query), size=args.size, phrase=not args.words)
     except Exception as error:  # an unreachable engine or a missing index: one line
@@ -153,8 +152,16 @@ def _need_site(args: argparse.Namespace) -> str:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    for name, value in stream_settings(args).describe():
-        print(f"{name}={value}")
+    """Every setting in force as ``NAME=value``, under a ``# component`` line per
+    component (secrets masked)."""
+    from dripstream.streams.settings import COMPONENTS, SETTINGS
+
+    shown = dict(stream_settings(args).describe())
+    for component in COMPONENTS:
+        print(f"# {component}")
+        for setting in SETTINGS:
+            if setting.component == component:
+                print(f"{setting.env}={shown[setting.env]}")
     return 0
 
 
@@ -251,7 +258,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     config = add_command(
         commands,
         "config",
-        "print the stream settings in force (secrets masked)",
+        "print every DRIPSTREAM_* setting in force, by component (secrets masked)",
         "DRIPSTREAM_BROKERS=kafka:9092 dripstream config",
     )
     config.set_defaults(run=cmd_config)

@@ -17,7 +17,6 @@ from dripstream.gpu_worker.constraint import (
 )
 from dripstream.gpu_worker.engine import EngineSettings
 from dripstream.gpu_worker.profiles import load_profile, profile_names
-from dripstream.gpu_worker.settings import engine_settings_from_env
 
 LABELS = ["main", "other"]
 FORMATS = ["json", "compact"]
@@ -90,18 +89,20 @@ def test_vllm_profile_errors(tmp_path) -> None:
 
 
 def test_vllm_engine_settings_from_env() -> None:
-    assert engine_settings_from_env({}) == EngineSettings()
-    engine = engine_settings_from_env(
+    from dripstream.streams.settings import SettingsError, StreamSettings
+
+    assert StreamSettings.from_env({}).engine_options() == EngineSettings()
+    engine = StreamSettings.from_env(
         {
             "DRIPSTREAM_VLLM_MAX_IN_FLIGHT": "16",
             "DRIPSTREAM_VLLM_ENFORCE_EAGER": "true",
             "DRIPSTREAM_VLLM_GPU_MEMORY": "0.5",
         }
-    )
+    ).engine_options()
     assert (engine.max_in_flight, engine.enforce_eager) == (16, True)
     assert engine.gpu_memory_utilization == 0.5
-    with pytest.raises(ValueError, match="boolean"):
-        engine_settings_from_env({"DRIPSTREAM_VLLM_PREFIX_CACHING": "maybe"})
+    with pytest.raises(SettingsError, match=r"DRIPSTREAM_VLLM_PREFIX_CACHING.*boolean"):
+        StreamSettings.from_env({"DRIPSTREAM_VLLM_PREFIX_CACHING": "maybe"})
 
 
 def test_the_profile_sets_the_budget_and_tokenizer_of_the_whole_pipeline(tmp_path) -> None:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import yaml
 
-from dripstream.gpu_worker.profiles import load_profile, pipeline_settings
+from dripstream.gpu_worker.profiles import load_profile
+from dripstream.processors.label.registry import LabellerOptions, budget_for
 from dripstream.processors.sinks import SINKS
 from dripstream.streams.settings import SETTINGS, StreamSettings
 from dripstream.streams.stages import DEFAULT_STAGES, STAGES
@@ -24,6 +25,18 @@ def documents(folder: Path = K8S) -> list[dict]:
 
 def by_kind(kind: str) -> list[dict]:
     return [doc for doc in documents() if doc["kind"] == kind]
+
+
+def config_map(name: str = "dripstream") -> dict:
+    (config,) = [doc for doc in by_kind("ConfigMap") if doc["metadata"]["name"] == name]
+    return config
+
+
+LABELLER_CONFIG = "dripstream-labeller"  # what only the stages that need the labeller read
+
+
+def config_maps_read(spec: dict) -> list[str]:
+    return [source["configMapRef"]["name"] for source in spec["containers"][0]["envFrom"]]
 
 
 def test_every_stage_has_a_deployment_running_only_that_stage() -> None:
@@ -53,17 +66,24 @@ def test_autoscaling_follows_the_lag_of_each_stage_s_own_group_and_topic() -> No
 
 def test_configured_variables_are_documented_settings() -> None:
     known = {setting.env for setting in SETTINGS}
-    (config,) = by_kind("ConfigMap")
-    assert set(config["data"]) <= known
+    assert {doc["metadata"]["name"] for doc in by_kind("ConfigMap")} == {
+        "dripstream",
+        LABELLER_CONFIG,
+    }
+    for config in by_kind("ConfigMap"):
+        assert set(config["data"]) <= known
     for deployment in by_kind("Deployment"):
         for env in deployment["spec"]["template"]["spec"]["containers"][0].get("env", []):
             assert env["name"] in known or env["name"].startswith("DRIPSTREAM_VLLM_")
 
 
 def test_simplify_and_label_budget_with_one_profile_and_its_tokenizer() -> None:
-    """The profile (context size, tokenizer) is set once, for every stage, and the simplify
-    pods mount the weights folder its tokenizer is read from."""
-    (config,) = by_kind("ConfigMap")
+    """The profile (context size, tokenizer) is set once, read only by the stages that
+    need the labeller (label runs it, simplify sizes pages by its budget), and their pods
+    mount the weights folder its tokenizer is read from."""
+    config = config_map(LABELLER_CONFIG)
+    assert set(config["data"]) == {"DRIPSTREAM_LABELLER", "DRIPSTREAM_PROFILE", "DRIPSTREAM_MODEL"}
+    assert not set(config["data"]) & set(config_map()["data"])
     load_profile(config["data"]["DRIPSTREAM_PROFILE"])
     model = config["data"]["DRIPSTREAM_MODEL"]
     for deployment in by_kind("Deployment"):
@@ -71,21 +91,23 @@ def test_simplify_and_label_budget_with_one_profile_and_its_tokenizer() -> None:
         names = {env["name"] for env in spec["containers"][0].get("env", [])}
         assert not names & {"DRIPSTREAM_PROFILE", "DRIPSTREAM_MODEL"}
         stage = spec["containers"][0]["args"][-1]
+        assert (LABELLER_CONFIG in config_maps_read(spec)) == (stage in ("simplify", "label"))
         if stage in ("simplify", "label"):
             mounts = [m["mountPath"] for m in spec["containers"][0]["volumeMounts"]]
             assert any(model.startswith(path) for path in mounts), stage
 
 
 def test_the_simplify_stage_budgets_for_the_labeller_the_label_stage_runs() -> None:
-    """The labeller is set once for every stage, so the simplify pods budget pages with
-    the GPU model's context, not a CPU labeller's block cap (which would send pages the
-    model cannot read on to the GPU pods)."""
-    (config,) = by_kind("ConfigMap")
+    """The labeller is set once for the simplify and label stages, so the simplify pods
+    budget pages with the GPU model's context, not a CPU labeller's block cap (which
+    would send pages the model cannot read on to the GPU pods)."""
+    config = config_map(LABELLER_CONFIG)
     for deployment in by_kind("Deployment"):
         env = deployment["spec"]["template"]["spec"]["containers"][0].get("env", [])
         assert "DRIPSTREAM_LABELLER" not in {variable["name"] for variable in env}
     profile = load_profile(config["data"]["DRIPSTREAM_PROFILE"])
-    budget = pipeline_settings(profile, config["data"]["DRIPSTREAM_LABELLER"]).budget
+    options = LabellerOptions(profile=config["data"]["DRIPSTREAM_PROFILE"])
+    budget = budget_for(config["data"]["DRIPSTREAM_LABELLER"], options).budget
     assert budget.max_blocks is None
     assert budget.context_tokens == profile.context_tokens
 
@@ -117,7 +139,7 @@ def test_the_secret_template_has_every_key_the_manifests_read() -> None:
 
 
 def test_keda_gets_the_workers_sasl_mechanism_in_its_own_spelling() -> None:
-    (config,) = by_kind("ConfigMap")
+    config = config_map()
     secret = yaml.safe_load((K8S / "secret.example.yaml").read_text())["stringData"]
     keda_names = {"SCRAM-SHA-512": "scram_sha512", "SCRAM-SHA-256": "scram_sha256"}
     assert secret["sasl-mechanism"] == keda_names[config["data"]["DRIPSTREAM_SASL_MECHANISM"]]
@@ -147,7 +169,7 @@ def test_every_worker_pod_creates_the_topics_before_it_starts() -> None:
 
 def test_topic_partitions_match_the_largest_replica_count() -> None:
     """Replicas beyond the input topic's partitions would sit idle."""
-    (config,) = by_kind("ConfigMap")
+    config = config_map()
     partitions = int(config["data"]["DRIPSTREAM_PARTITIONS"])
     most = [scaled["spec"]["maxReplicaCount"] for scaled in by_kind("ScaledObject")]
     assert max(most) == partitions

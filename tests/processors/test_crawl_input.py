@@ -1,6 +1,6 @@
 """Crawler output as crawlers write it: real WARC files (warcio) with encoded and chunked
 bodies, header spellings, charsets, times, Scrapy-style items, WARC records and items as
-Kafka values, and pages gone. Each form of README's input table is tested here."""
+Kafka values, and pages gone. Each form of docs/crawler-input.md is tested here."""
 
 from __future__ import annotations
 

@@ -4,9 +4,10 @@ template cache's share and agreement when it runs in front of the labeller."""
 from __future__ import annotations
 
 from dripstream.processors.label.heuristic import HeuristicLabeller
-from dripstream.processors.label.templates import TemplateCache, TemplateCascade, TemplateSettings
+from dripstream.processors.label.templates import TemplateCache, TemplateSettings
 from dripstream.processors.pipeline import PipelineSettings
 from dripstream.processors.training.evaluation import evaluate
+from dripstream.processors.training.template_audit import AuditedCascade
 
 
 def row(number: int, page_type: str) -> dict:
@@ -46,10 +47,8 @@ def test_eval_reports_word_f1_and_snippets_per_page_type() -> None:
 
 
 def test_eval_with_the_template_cache_reports_its_share_and_agreement() -> None:
-    cascade = TemplateCascade(
-        HeuristicLabeller(),
-        TemplateCache(TemplateSettings(verify_pages=2, shadow_rate=0)),
-        audit=True,
+    cascade = AuditedCascade(
+        HeuristicLabeller(), TemplateCache(TemplateSettings(verify_pages=2, shadow_rate=0))
     )
     rows = [row(n, "article") for n in range(10)]
     report = evaluate(rows, cascade, PipelineSettings()).to_json()

@@ -107,9 +107,16 @@ def test_low_confidence_pages_are_routed_away(page: SimplifiedPage) -> None:
     assert kept.ok
 
 
-def test_min_confidence_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DRIPSTREAM_LEARNED_MIN_CONFIDENCE", "0.4")
-    assert LearnedLabeller(LearnedModel.load()).min_confidence == 0.4
+def test_min_confidence_from_the_settings() -> None:
+    from dripstream.processors.label.registry import build_labeller
+    from dripstream.streams.settings import StreamSettings
+
+    env = {"DRIPSTREAM_LEARNED_MIN_CONFIDENCE": "0.4"}
+    options = StreamSettings.from_env(env).labeller_options()
+    assert LearnedLabeller(LearnedModel.load(), options=options).min_confidence == 0.4
+    assert build_labeller("learned", options).min_confidence == 0.4  # type: ignore[attr-defined]
+    # Unset: the learned labeller alone has no floor.
+    assert LearnedLabeller(LearnedModel.load()).min_confidence is None
 
 
 def test_the_whole_pipeline_runs_with_it(labeller: LearnedLabeller, data_dir: Path) -> None:

@@ -114,8 +114,11 @@ def test_a_cascade_sends_only_low_confidence_pages_to_the_second_labeller() -> N
 
 def test_a_labeller_without_a_prompt_gets_a_block_cap_instead_of_the_models_context() -> None:
     """Large pages reach a CPU labeller instead of the fallback; a prompt labeller keeps
-    the profile's context as its budget; both count tokens with the profile's tokenizer."""
+    its profile's context (and tokenizer) as its budget. Each registry entry declares
+    its budget (``budget_for``)."""
     from dripstream.gpu_worker.profiles import load_profile, pipeline_settings
+    from dripstream.processors.extract.tokens import EstimatedTokenCounter
+    from dripstream.processors.label.registry import budget_for, reads_prompt
     from dripstream.processors.pipeline import simplify_page
     from dripstream.topics.records import FallbackRequest, RawPage, SimplifiedPage
 
@@ -124,13 +127,15 @@ def test_a_labeller_without_a_prompt_gets_a_block_cap_instead_of_the_models_cont
         url="https://long.example/",
         html=("<html><body>" + "<p>A sentence of a very long page.</p>" * 6000).encode(),
     )
-    prompt = pipeline_settings(profile, "vllm")
+    prompt = budget_for("vllm", LabellerOptions(profile="mineru-html-qwen3-0.6b"))
     assert prompt.budget.context_tokens == profile.context_tokens
+    assert prompt.token_counter.name == pipeline_settings(profile).token_counter.name
     over = simplify_page(page, prompt)
     assert isinstance(over, FallbackRequest) and over.reason == "over_token_budget"
     for name in ("learned", "heuristic"):
-        cpu = pipeline_settings(profile, name)
-        assert cpu.token_counter.name == prompt.token_counter.name
+        cpu = budget_for(name)
+        assert cpu.token_counter.name == EstimatedTokenCounter.name  # no profile read
         assert isinstance(simplify_page(page, cpu), SimplifiedPage)
-    capped = simplify_page(page, pipeline_settings(profile, "learned", cpu_max_blocks=5000))
+        assert not reads_prompt(name) and reads_prompt("learned+vllm")
+    capped = simplify_page(page, budget_for("learned", cpu_max_blocks=5000))
     assert isinstance(capped, FallbackRequest) and capped.reason == "too_many_blocks"

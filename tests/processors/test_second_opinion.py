@@ -127,14 +127,15 @@ def test_the_candidate_stands_when_the_fallback_finds_nothing() -> None:
         fallback_page(msgspec.structs.replace(request, candidate=None), empty)
 
 
-def test_the_shipped_model_carries_a_rule_and_the_switch_turns_it_off(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.mark.parametrize("switch", ["0", "off", "false", "no", "OFF"])
+def test_the_shipped_model_carries_a_rule_and_the_switch_turns_it_off(switch: str) -> None:
+    from dripstream.streams.settings import StreamSettings
+
     model = LearnedModel.load()
     assert model.second_opinion is not None
     assert LearnedLabeller(model).second_opinion == model.second_opinion
-    monkeypatch.setenv("DRIPSTREAM_SECOND_OPINION", "0")
-    assert LearnedLabeller(model).second_opinion is None
+    options = StreamSettings.from_env({"DRIPSTREAM_SECOND_OPINION": switch}).labeller_options()
+    assert LearnedLabeller(model, options=options).second_opinion is None
 
 
 def test_the_pipeline_serves_unsure_pages_through_the_second_opinion() -> None:

@@ -14,10 +14,10 @@ import urllib.request
 import pytest
 from hostile_corpus import RECORD, assert_renders_harmless, hostile_cases
 
+from dripstream.streams.envelope import SOURCE_HEADER
 from dripstream.streams.kafka import producer
 from dripstream.streams.settings import StreamSettings
 from dripstream.streams.soak import rss_mib
-from dripstream.streams.stages import SOURCE_HEADER
 from dripstream.streams.tools import compute_ledger, describe_dead_letter, wait_for_outputs
 from dripstream.topics.catalog import DEAD_LETTERS, PAGES
 from dripstream.topics.codecs import to_msgpack

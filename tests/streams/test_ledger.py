@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dripstream.streams.stages import SOURCE_HEADER
+from dripstream.streams.envelope import SOURCE_HEADER
 from dripstream.streams.tools import TopicMessage, compute_ledger
 from dripstream.topics.catalog import RECORDS
 

@@ -15,21 +15,20 @@ from dripstream.processors.label.base import LabelOutcome
 from dripstream.processors.label.heuristic import HeuristicLabeller
 from dripstream.processors.pipeline import PipelineSettings
 from dripstream.streams.adapter import MalformedInput, parse_raw_page
-from dripstream.streams.stages import (
+from dripstream.streams.envelope import (
     ERROR_HEADER,
     MAX_SOURCE_BYTES,
     SOURCE_HEADER,
-    STAGES,
-    CpuContext,
     Inbound,
-    StageContext,
-    fallback_batch,
-    fallback_message,
     forward,
-    label_batch,
-    reconstruct_message,
-    simplify_message,
 )
+from dripstream.streams.settings import StreamSettings
+from dripstream.streams.stages import STAGES, CpuContext, PageRunners, Provisions, StageSetupError
+from dripstream.streams.stages.fallback import FallbackHandler, fallback_message
+from dripstream.streams.stages.label import LabelHandler
+from dripstream.streams.stages.reconstruct import reconstruct_message
+from dripstream.streams.stages.simplify import SimplifyHandler, simplify_message
+from dripstream.streams.stages.sink import SinkHandler
 from dripstream.topics.catalog import ALL_TOPICS, MAX_MESSAGE_BYTES
 from dripstream.topics.codecs import from_msgpack, to_json, to_msgpack
 from dripstream.topics.records import (
@@ -61,24 +60,44 @@ def cpu(pipeline: PipelineSettings | None = None, payload_limit: int = 1024 * 10
     return CpuContext(pipeline or PipelineSettings(), payload_limit)
 
 
-def context(**changes: object) -> StageContext:
-    base = StageContext(cpu=cpu(), labeller=HeuristicLabeller(), retry_backoff_s=0.0)
-    for name, value in changes.items():
-        setattr(base, name, value)
-    return base
+def label_batch(messages: list[Inbound], labeller=None, **options: object) -> list:
+    handler = LabelHandler(labeller or HeuristicLabeller(), backoff_s=0.0, **options)  # type: ignore[arg-type]
+    return asyncio.run(handler(messages))
+
+
+def fallback_batch(messages: list[Inbound], fetch, runner=None) -> list:
+    return asyncio.run(FallbackHandler(cpu(), fetch, runner)(messages))
 
 
 def test_every_stage_is_declared_once_with_its_input_topic() -> None:
     assert list(STAGES) == ["simplify", "label", "reconstruct", "fallback", "sink"]
     for name, stage in STAGES.items():
         assert stage.name == name and stage.input_topic in ALL_TOPICS
+        assert all(route.topic in ALL_TOPICS for route in stage.routes)
     assert STAGES["simplify"].input_topic == "pages"
     assert STAGES["fallback"].input_topic == "fallback"
 
 
+def test_records_never_chain_and_the_sink_emits_only_dead_letters() -> None:
+    for stage in STAGES.values():
+        for route in stage.routes:
+            assert route.chain == (route.record is not PageRecord), (stage.name, route)
+    assert STAGES["sink"].routes == ()
+
+
+def test_a_missing_dependency_fails_when_the_stage_is_built() -> None:
+    settings = StreamSettings.from_env({})
+    with pytest.raises(StageSetupError, match="sink stage needs DRIPSTREAM_SINK"):
+        STAGES["sink"].build(settings, Provisions())
+    with pytest.raises(StageSetupError, match="fallback stage needs a source reader"):
+        STAGES["fallback"].build(settings, Provisions())
+    with pytest.raises(StageSetupError, match="label stage needs a labeller"):
+        STAGES["label"].build(settings, Provisions())
+
+
 def test_a_record_of_an_unknown_type_raises_instead_of_being_routed() -> None:
     with pytest.raises(TypeError, match="no topic routes a RawPage"):
-        forward(inbound(b"x"), RawPage(url="u", html=b"x"), 1024)
+        forward(inbound(b"x"), RawPage(url="u", html=b"x"), STAGES["simplify"].routes, 1024)
 
 
 def test_an_output_over_the_message_limit_becomes_a_dead_letter() -> None:
@@ -91,7 +110,7 @@ def test_an_output_over_the_message_limit_becomes_a_dead_letter() -> None:
         token_count=1,
         tokenizer="t",
     )
-    output = forward(inbound(b"<p>x</p>"), huge, 1024)
+    output = forward(inbound(b"<p>x</p>"), huge, STAGES["simplify"].routes, 1024)
     assert output.topic == "deadletters" and output.headers[ERROR_HEADER] == b"OutputTooLarge"
     assert len(output.value) < 64 * 1024
 
@@ -197,7 +216,7 @@ def test_wrong_record_type_on_an_internal_topic_is_a_dead_letter() -> None:
 
 def test_label_reconstruct_give_a_json_record() -> None:
     simplified = simplify_message(cpu(), inbound(ARTICLE))
-    (labelled,) = asyncio.run(label_batch([inbound(simplified.value)], context()))
+    (labelled,) = label_batch([inbound(simplified.value)])
     assert labelled.topic == "labelled"
     record_out = reconstruct_message(cpu(), inbound(labelled.value))
     record = msgspec.json.decode(record_out.value)
@@ -222,16 +241,10 @@ class FlakyLabeller:
 def test_labeller_failures_are_retried_then_routed_to_fallback() -> None:
     simplified = simplify_message(cpu(), inbound(ARTICLE)).value
     recovering = FlakyLabeller(failures=2)
-    outputs = asyncio.run(
-        label_batch([inbound(simplified)], context(labeller=recovering, label_retries=3))
-    )
+    outputs = label_batch([inbound(simplified)], recovering, retries=3)
     assert [o.topic for o in outputs] == ["labelled"] and recovering.calls == 3
     broken = FlakyLabeller(failures=99)
-    outputs = asyncio.run(
-        label_batch(
-            [inbound(simplified), inbound(b"junk")], context(labeller=broken, label_retries=2)
-        )
-    )
+    outputs = label_batch([inbound(simplified), inbound(b"junk")], broken, retries=2)
     assert [o.topic for o in outputs] == ["fallback", "deadletters"] and broken.calls == 2
 
 
@@ -256,9 +269,7 @@ class SlowAsyncLabeller:
 def test_a_hanging_labeller_times_out_and_is_retried() -> None:
     simplified = simplify_message(cpu(), inbound(ARTICLE)).value
     labeller = SlowAsyncLabeller()
-    outputs = asyncio.run(
-        label_batch([inbound(simplified)], context(labeller=labeller, label_timeout_s=0.2))
-    )
+    outputs = label_batch([inbound(simplified)], labeller, timeout_s=0.2)
     assert [o.topic for o in outputs] == ["labelled"] and labeller.calls == 2
 
 
@@ -278,8 +289,7 @@ def _fetcher(pages: dict[SourceRef, Inbound]):
 
 def test_fallback_stage_fetches_the_page_and_writes_a_fallback_record() -> None:
     page = inbound(ARTICLE)
-    stage = context(fetch_sources=_fetcher({page.ref(): page}))
-    (output,) = asyncio.run(fallback_batch([_fallback_request(page)], stage))
+    (output,) = fallback_batch([_fallback_request(page)], _fetcher({page.ref(): page}))
     record = msgspec.json.decode(output.value)
     assert record["extractor"] == "fallback:trafilatura"
     assert record["fallback_reason"] == "over_token_budget"
@@ -287,8 +297,7 @@ def test_fallback_stage_fetches_the_page_and_writes_a_fallback_record() -> None:
 
 
 def test_fallback_for_a_page_the_topic_no_longer_holds_is_a_dead_letter() -> None:
-    stage = context(fetch_sources=_fetcher({}))
-    (output,) = asyncio.run(fallback_batch([_fallback_request(inbound(ARTICLE))], stage))
+    (output,) = fallback_batch([_fallback_request(inbound(ARTICLE))], _fetcher({}))
     assert output.topic == "deadletters" and output.headers[ERROR_HEADER] == b"SourceExpired"
     assert output.headers[SOURCE_HEADER] == b"https://ferry.example/"
 
@@ -301,9 +310,12 @@ def test_a_fallback_past_its_time_limit_is_a_timeout_dead_letter_and_the_stage_g
     # trafilatura takes 5-12 s on the slow page (host-dependent), well under a second on
     # the quick one in a fresh child: 2 s parts them on any machine (0.3 s did not on a
     # slow host, where the quick page timed out too).
-    with Sandbox(cpu(), Limits(timeout_s=2.0, memory_mib=512)) as sandbox:
-        stage = context(fetch_sources=fetch, runner=sandbox)
-        first, second = asyncio.run(fallback_batch(requests, stage))
+    # The worker's shared runner: the sandbox child gets each bound stage's context.
+    runners = PageRunners(lambda contexts: Sandbox(contexts, Limits(timeout_s=2.0, memory_mib=512)))
+    try:
+        first, second = fallback_batch(requests, fetch, runners.bind("fallback", cpu()))
+    finally:
+        runners.close()
     assert first.topic == "deadletters" and first.headers[ERROR_HEADER] == b"PageTimeout"
     assert second.topic == "records", second.headers
 
@@ -312,9 +324,8 @@ def test_a_value_too_big_to_be_a_page_is_refused_before_the_sandbox() -> None:
     from dripstream.processors.extract.simplify import SimplifyConfig
 
     small = PipelineSettings(simplify=SimplifyConfig(max_input_chars=100))
-    stage = context(cpu=cpu(small))
     big, fine = inbound(b"<p>" + b"x" * 500), inbound(b"<p>tiny page</p>")
-    first, second = asyncio.run(STAGES["simplify"].handle([big, fine], stage))
+    first, second = asyncio.run(SimplifyHandler(cpu(small))([big, fine]))
     assert first.topic == "deadletters" and first.headers[ERROR_HEADER] == b"TooLarge"
     assert second.topic in ("simplified", "fallback")
 
@@ -333,11 +344,10 @@ class _RecordingRunner:
 
 def test_an_empty_value_or_an_oversized_key_is_refused_before_the_sandbox() -> None:
     runner = _RecordingRunner(cpu())
-    stage = context(runner=runner)
     empty = inbound(b"", key=b"k" * (30 * 1024 * 1024))
     long_key = inbound(ARTICLE, key=b"https://a.example/" + b"x" * 70_000)
     fine = inbound(ARTICLE)
-    outputs = asyncio.run(STAGES["simplify"].handle([empty, long_key, fine], stage))
+    outputs = asyncio.run(SimplifyHandler(cpu(), runner)([empty, long_key, fine]))
     assert [output.headers.get(ERROR_HEADER) for output in outputs[:2]] == [
         b"MalformedInput",
         b"MalformedInput",
@@ -363,16 +373,14 @@ def test_an_unsure_page_takes_the_second_opinion_route_through_the_fallback_topi
     labelled_in = Inbound("p.labelled", 0, 3, b"k", to_msgpack(labelled), {})
     request = reconstruct_message(cpu(), labelled_in)
     assert request.topic == "fallback"
-    stage = context(fetch_sources=_fetcher({page.ref(): page}))
     fallback_in = Inbound("p.fallback", 0, 4, request.key, request.value, request.headers)
-    (output,) = asyncio.run(fallback_batch([fallback_in], stage))
+    (output,) = fallback_batch([fallback_in], _fetcher({page.ref(): page}))
     record = msgspec.json.decode(output.value)
     assert output.topic == "records" and record["extractor"] == "dripper:learned"
     assert "morning ferry" in record["markdown"] and "second_opinion" in record["timings_ms"]
 
 
 def test_the_sink_stage_writes_records_and_counts_them_by_outcome(tmp_path) -> None:
-    from dripstream.processors.sinks import open_sink
     from dripstream.streams import metrics
 
     def count(outcome: str) -> float:
@@ -389,8 +397,10 @@ def test_the_sink_stage_writes_records_and_counts_them_by_outcome(tmp_path) -> N
         Inbound("p.records", 0, 4, b"g", to_json(msgspec.structs.replace(gone, gone=True)), {}),
     ]
     out = tmp_path / "records.jsonl"
-    stage = context(sink=open_sink(str(out)))
-    assert asyncio.run(STAGES["sink"].handle(messages, stage)) == []
+    settings = StreamSettings.from_env({"DRIPSTREAM_STAGES": "sink", "DRIPSTREAM_SINK": str(out)})
+    stage = STAGES["sink"].build(settings, Provisions())
+    assert isinstance(stage, SinkHandler)
+    assert asyncio.run(stage(messages)) == []
     stage.sink.close()
     assert len(out.read_text().splitlines()) == 2
     assert count("written") == before["written"] + 1

@@ -19,9 +19,9 @@ from stream_helpers import dev_pages, wait_for_records
 from dripstream.gpu_worker.profiles import PROFILES_DIR
 from dripstream.processors.extract.tokens import TokenBudget
 from dripstream.processors.pipeline import PipelineSettings, simplify_page
+from dripstream.streams.envelope import ATTEMPTS_HEADER, SOURCE_HEADER
 from dripstream.streams.kafka import client_options, producer
 from dripstream.streams.settings import StreamSettings
-from dripstream.streams.stages import ATTEMPTS_HEADER, SOURCE_HEADER
 from dripstream.streams.tools import (
     compute_ledger,
     describe_dead_letter,

@@ -11,8 +11,8 @@ import signal
 import pytest
 
 from dripstream.processors.label.templates import SIGNATURE_RULES
+from dripstream.streams.envelope import SOURCE_HEADER
 from dripstream.streams.settings import StreamSettings
-from dripstream.streams.stages import SOURCE_HEADER
 from dripstream.streams.template_store import read_site_states
 from dripstream.streams.tools import produce_pages, wait_for_outputs
 from dripstream.topics.records import RawPage
