@@ -107,7 +107,7 @@ PARSE_DEPTH_LIMIT = 4096
 # (so a parser reading the page again keeps every block in its cell, in order) and the
 # semantic content containers (a strong cue for the labeller, at a few tokens).
 _KEPT_CONTAINERS = frozenset(
-    ("table", "thead", "tbody", "tfoot", "tr", "td", "th", "article", "main")
+    ("table", "caption", "thead", "tbody", "tfoot", "tr", "td", "th", "article", "main")
 )
 
 DEFAULT_REMOVE_TAGS = frozenset(

@@ -254,6 +254,19 @@ def test_layout_table_is_recursed_into_and_reparses_to_all_blocks() -> None:
     assert_aligned(document)
 
 
+def test_a_block_in_a_layout_tables_caption_stays_in_order_when_reparsed() -> None:
+    # A caption holding a block is kept: without it the block would sit directly in the
+    # table, and a parser reading the page again would move it before the table.
+    page = "<table><tr><td>cell</td></tr><caption><div>caption block</div></caption></table>"
+    document = simplify(page)
+    reparsed = LexborHTMLParser(document.simplified_html).css("[_item_id]")
+    assert [node.attributes.get("_item_id") for node in reparsed] == [
+        str(index) for index in range(1, document.block_count + 1)
+    ]
+    assert "caption block" in [_text_of(block) for block in document.mapping_blocks]
+    assert_aligned(document)
+
+
 def test_presentation_table_is_recursed_into() -> None:
     page = '<table role="presentation"><tr><td>cell one</td><td>cell two</td></tr></table>'
     document = simplify(page)
