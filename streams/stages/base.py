@@ -1,5 +1,5 @@
 """What every stage is made of: the ``Stage`` declaration, what the worker provides its
-builder (``Provisions``), and the shared CPU helpers (``guarded``, ``run_pages``).
+builder (``Provisions``), and the shared CPU helpers (``guarded``, ``CpuHandler``).
 
 A stage is one object: its name, input topic, the ``Route`` of every record type it
 emits, and a builder. The builder takes the settings and the worker's provisions and
@@ -186,20 +186,28 @@ def guarded(
         return dead_letter(stage, message, error, cpu.payload_limit)
 
 
-async def run_pages(
-    stage: str,
-    function: Callable,
-    items: Sequence,
-    messages: Sequence[Inbound],
-    runner: PageRunner,
-    payload_limit: int,
-) -> list[Outbound]:
-    """``function`` over ``items`` in the page runner, off the event loop; a page the
-    runner stopped (time, memory, crash) becomes a dead letter of that class."""
-    results = await asyncio.to_thread(runner.map, function, list(items))
-    return [
-        dead_letter(stage, message, result, payload_limit)
-        if isinstance(result, PageError)
-        else result
-        for message, result in zip(messages, results, strict=True)
-    ]
+@dataclass
+class CpuHandler:
+    """A stage handler whose per-page work runs in a page runner (in this process when
+    none is given)."""
+
+    cpu: CpuContext
+    runner: PageRunner | None = None
+
+    def __post_init__(self) -> None:
+        if self.runner is None:
+            self.runner = InProcess(self.cpu)
+
+    async def run_pages(
+        self, stage: str, function: Callable, items: Sequence, messages: Sequence[Inbound]
+    ) -> list[Outbound]:
+        """``function`` over ``items`` in the page runner, off the event loop; a page the
+        runner stopped (time, memory, crash) becomes a dead letter of that class."""
+        assert self.runner is not None
+        results = await asyncio.to_thread(self.runner.map, function, list(items))
+        return [
+            dead_letter(stage, message, result, self.cpu.payload_limit)
+            if isinstance(result, PageError)
+            else result
+            for message, result in zip(messages, results, strict=True)
+        ]

@@ -5,23 +5,22 @@ letter out (``SourceExpired`` when the topic no longer holds the page)."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from dripstream.processors.errors import SourceExpired
-from dripstream.processors.extract.sandbox import InProcess, PageRunner
 from dripstream.processors.pipeline import fallback_page
 from dripstream.streams.adapter import parse_raw_page
 from dripstream.streams.envelope import Inbound, Outbound, Route
 from dripstream.streams.stages.base import (
     INPUT_ERRORS,
     CpuContext,
+    CpuHandler,
     Provisions,
     Stage,
     guarded,
-    run_pages,
 )
 from dripstream.topics.catalog import FALLBACK, RECORDS
 from dripstream.topics.codecs import from_msgpack, to_json
@@ -58,19 +57,12 @@ def fallback_message(cpu: CpuContext, item: tuple[Inbound, Inbound | None]) -> O
 
 
 @dataclass
-class FallbackHandler:
+class FallbackHandler(CpuHandler):
     """Fetch each request's page from the pages topic, then run the fallback on it."""
 
-    cpu: CpuContext
-    fetch_sources: SourceFetcher
-    runner: PageRunner | None = None
-
-    def __post_init__(self) -> None:
-        if self.runner is None:
-            self.runner = InProcess(self.cpu)
+    fetch_sources: SourceFetcher = field(kw_only=True)
 
     async def __call__(self, messages: Sequence[Inbound]) -> list[Outbound]:
-        assert self.runner is not None
         refs: list[SourceRef | None] = []
         for message in messages:
             try:
@@ -83,15 +75,13 @@ class FallbackHandler:
             (message, found.get(ref) if ref else None)
             for message, ref in zip(messages, refs, strict=True)
         ]
-        return await run_pages(
-            NAME, fallback_message, items, messages, self.runner, self.cpu.payload_limit
-        )
+        return await self.run_pages(NAME, fallback_message, items, messages)
 
 
 def build(settings: StreamSettings, provisions: Provisions) -> FallbackHandler:
     reader = provisions.need("source_reader", NAME)()
     cpu = CpuContext(payload_limit=settings.dlq_payload_limit)
-    return FallbackHandler(cpu, reader.fetch, provisions.runners.bind(NAME, cpu))
+    return FallbackHandler(cpu, provisions.runners.bind(NAME, cpu), fetch_sources=reader.fetch)
 
 
 STAGE = Stage(NAME, FALLBACK, ROUTES, build, "trafilatura on the original page")

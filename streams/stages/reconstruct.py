@@ -5,13 +5,11 @@ out."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dripstream.processors.extract.sandbox import InProcess, PageRunner
 from dripstream.processors.pipeline import reconstruct_page
 from dripstream.streams.envelope import Inbound, Outbound, Route
-from dripstream.streams.stages.base import CpuContext, Provisions, Stage, guarded, run_pages
+from dripstream.streams.stages.base import CpuContext, CpuHandler, Provisions, Stage, guarded
 from dripstream.topics.catalog import FALLBACK, LABELLED, RECORDS
 from dripstream.topics.codecs import from_msgpack, to_json
 from dripstream.topics.records import FallbackRequest, LabelledPage, PageRecord
@@ -37,20 +35,9 @@ def reconstruct_message(cpu: CpuContext, message: Inbound) -> Outbound:
     )
 
 
-@dataclass
-class ReconstructHandler:
-    cpu: CpuContext
-    runner: PageRunner | None = None
-
-    def __post_init__(self) -> None:
-        if self.runner is None:
-            self.runner = InProcess(self.cpu)
-
+class ReconstructHandler(CpuHandler):
     async def __call__(self, messages: Sequence[Inbound]) -> list[Outbound]:
-        assert self.runner is not None
-        return await run_pages(
-            NAME, reconstruct_message, messages, messages, self.runner, self.cpu.payload_limit
-        )
+        return await self.run_pages(NAME, reconstruct_message, messages, messages)
 
 
 def build(settings: StreamSettings, provisions: Provisions) -> ReconstructHandler:

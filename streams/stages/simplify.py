@@ -8,24 +8,22 @@ prompt labeller's context and tokenizer from its model profile.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from dripstream.processors.errors import TooLarge
-from dripstream.processors.extract.sandbox import InProcess, PageRunner
 from dripstream.processors.label.registry import budget_for
 from dripstream.processors.pipeline import simplify_page
 from dripstream.streams.adapter import MalformedInput, check_envelope, parse_raw_page
 from dripstream.streams.envelope import Inbound, Outbound, Route, dead_letter
 from dripstream.streams.stages.base import (
     CpuContext,
+    CpuHandler,
     Provisions,
     Stage,
     StageSetupError,
     guarded,
-    run_pages,
 )
 from dripstream.topics.catalog import FALLBACK, PAGES, RECORDS, SIMPLIFIED
 from dripstream.topics.codecs import to_json
@@ -52,21 +50,12 @@ def simplify_message(cpu: CpuContext, message: Inbound) -> Outbound:
     return guarded(NAME, ROUTES, message, cpu, step)
 
 
-@dataclass
-class SimplifyHandler:
+class SimplifyHandler(CpuHandler):
     """Simplify in the page runner; an empty value, an oversized key and a value too big
     to be a page even at 4 bytes a character are refused here, before the child sees
     them."""
 
-    cpu: CpuContext
-    runner: PageRunner | None = None
-
-    def __post_init__(self) -> None:
-        if self.runner is None:
-            self.runner = InProcess(self.cpu)
-
     async def __call__(self, messages: Sequence[Inbound]) -> list[Outbound]:
-        assert self.runner is not None
         limit = 4 * self.cpu.pipeline.simplify.max_input_chars
         outputs: list[Outbound | None] = [None] * len(messages)
         fitting = []
@@ -81,9 +70,7 @@ class SimplifyHandler:
             else:
                 fitting.append(index)
         chosen = [messages[i] for i in fitting]
-        done = await run_pages(
-            NAME, simplify_message, chosen, chosen, self.runner, self.cpu.payload_limit
-        )
+        done = await self.run_pages(NAME, simplify_message, chosen, chosen)
         for index, output in zip(fitting, done, strict=True):
             outputs[index] = output
         return [output for output in outputs if output is not None]

@@ -66,7 +66,7 @@ def label_batch(messages: list[Inbound], labeller=None, **options: object) -> li
 
 
 def fallback_batch(messages: list[Inbound], fetch, runner=None) -> list:
-    return asyncio.run(FallbackHandler(cpu(), fetch, runner)(messages))
+    return asyncio.run(FallbackHandler(cpu(), runner, fetch_sources=fetch)(messages))
 
 
 def test_every_stage_is_declared_once_with_its_input_topic() -> None:
