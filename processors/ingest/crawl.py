@@ -284,7 +284,7 @@ def warc_record_page(record: Any, crawl_id: str | None = None) -> RawPage | None
         fetched_at = None
     content_type = headers.get("content-type")
     return RawPage(
-        url=record.headers.get("WARC-Target-URI", "") or "",
+        url=target_uri(record.headers.get("WARC-Target-URI", "") or ""),
         html=record.reader.read(),
         content_type=content_type,
         charset=None,
@@ -293,6 +293,15 @@ def warc_record_page(record: Any, crawl_id: str | None = None) -> RawPage | None
         crawl_id=crawl_id,
         headers=headers,
     )
+
+
+def target_uri(value: str) -> str:
+    """A ``WARC-Target-URI`` as a URL: without the angle brackets that WARC 1.0's own
+    examples put around it (and that GNU wget writes)."""
+    value = value.strip()
+    if value.startswith("<") and value.endswith(">"):
+        return value[1:-1].strip()
+    return value
 
 
 def _warcinfo_crawl(record: Any) -> str | None:

@@ -284,6 +284,27 @@ def test_a_bad_row_in_a_jsonl_file_names_its_row(tmp_path: Path) -> None:
         list(read_pages(str(path)))
 
 
+def test_a_target_uri_in_angle_brackets_as_wget_writes_it_is_the_pages_url(
+    tmp_path: Path,
+) -> None:
+    body = (
+        b"<html><body><article><h1>A page</h1><p>Words of a sentence, then"
+        b" <a href='/next'>a relative link</a> inside it.</p></article></body></html>"
+    )
+    path = tmp_path / "wget.warc.gz"
+    write_warc(
+        path, [("<https://w.example/a/page.html>", "200 OK", [("Content-Type", "text/html")], body)]
+    )
+    (page,) = list(read_pages(str(path)))
+    assert page.raw.url == "https://w.example/a/page.html"
+    value = warc_record_bytes("<https://w.example/a/page.html>", [], body, gz=False)
+    from_kafka = parse_raw_page(b"key", value, {})
+    assert from_kafka.url == "https://w.example/a/page.html"
+    (outcome,) = extract([page.raw])
+    assert outcome.record.id == document_id("https://w.example/a/page.html")
+    assert "[a relative link](https://w.example/next)" in outcome.record.markdown
+
+
 def test_pages_gone_are_records_marked_gone_that_document_sinks_skip(tmp_path: Path) -> None:
     path = tmp_path / "crawl.warc.gz"
     write_warc(
