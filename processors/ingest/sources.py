@@ -24,6 +24,7 @@ from __future__ import annotations
 import gzip
 import json
 import lzma
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -61,7 +62,11 @@ def open_text(path: Path) -> IO[str]:
 
 
 def parse_rows(lines: Iterable[str], where: str) -> Iterator[dict[str, Any]]:
-    """JSON objects, one a line; raises SourceError naming ``where`` and the line."""
+    """JSON objects, one a line; raises SourceError naming ``where`` and the line.
+
+    JSON may escape a lone surrogate (``\\ud800``), which no UTF-8 output can hold: in
+    every field but the page itself (``html``, ``body``: bytes from here on) it becomes
+    U+FFFD, so a record can always be written."""
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -71,7 +76,30 @@ def parse_rows(lines: Iterable[str], where: str) -> Iterator[dict[str, Any]]:
             raise SourceError(f"{where}:{number}: not a JSON object: {error}") from None
         if not isinstance(row, dict):
             raise SourceError(f"{where}:{number}: not a JSON object")
+        if _SURROGATE_ESCAPE.search(line):
+            row = {
+                _without_surrogates(name): value
+                if name in PAGE_FIELDS
+                else _without_surrogates(value)
+                for name, value in row.items()
+            }
         yield row
+
+
+PAGE_FIELDS = frozenset(("html", "body"))
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_surrogates(value: Any) -> Any:
+    """``value`` with every lone surrogate of its strings (keys included) as U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_without_surrogates(key): _without_surrogates(item) for key, item in value.items()}
+    return value
 
 
 def read_rows(path: str | Path) -> Iterator[dict[str, Any]]:

@@ -134,3 +134,40 @@ def test_datatrove_sink_is_read_by_datatrove_and_datasets_with_their_defaults(
 def test_an_unknown_sink_kind_is_refused() -> None:
     with pytest.raises(SinkError, match="datatrove"):
         open_sink("parquet:out.parquet")
+
+
+ARTICLE_HTML = (
+    "<html><body><article><h1>Tides</h1><p>"
+    + "The tide comes in twice a day along this coast. " * 4
+    + "</p></article></body></html>"
+)
+
+
+@pytest.mark.parametrize("field", ["url", "id", "crawl_id", "content_type", "headers"])
+@pytest.mark.parametrize("kind", ["records", "datatrove"])
+def test_a_lone_surrogate_in_a_row_is_replaced_and_every_row_is_written(
+    tmp_path: Path, field: str, kind: str
+) -> None:
+    from dripstream.streams.cli import main
+    from dripstream.topics.codecs import to_msgpack
+
+    bad = {"url": "https://s.example/a", "id": "a", "html": ARTICLE_HTML, "crawl_id": "c1"}
+    value = (
+        {"x-tag": "v\ud800"} if field == "headers" else f"{bad.get(field, 'text/html; x=')}\ud800"
+    )
+    bad[field] = value
+    good = {"url": "https://s.example/b", "id": "b", "html": ARTICLE_HTML}
+    source = tmp_path / "rows.jsonl"
+    # json.dumps writes the lone surrogate as the escape a crawler's JSON may hold
+    source.write_text(json.dumps(bad) + "\n" + json.dumps(good) + "\n", encoding="utf-8")
+    assert "\\ud800" in source.read_text(encoding="utf-8")
+
+    pages = list(read_pages(str(source)))
+    assert len(pages) == 2
+    to_msgpack(pages[0].raw)  # what `produce` sends: encodable
+
+    out = tmp_path / "out.jsonl"
+    assert main(["extract", str(source), "-o", f"{kind}:{out}", "--quiet", "--no-sandbox"]) == 0
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2
+    assert "\ufffd" in lines[0] or field in ("content_type", "headers")
