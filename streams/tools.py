@@ -8,6 +8,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 import msgspec
 from aiokafka import TopicPartition
@@ -15,6 +16,7 @@ from aiokafka import TopicPartition
 from dripstream.streams.envelope import ATTEMPTS_HEADER, ERROR_HEADER, SOURCE_HEADER
 from dripstream.streams.kafka import consumer, producer, ready_partitions
 from dripstream.streams.settings import StreamSettings
+from dripstream.streams.stages import STAGES
 from dripstream.topics.catalog import DEAD_LETTERS, PAGES, RECORDS, REPLAYS
 from dripstream.topics.codecs import from_msgpack, to_msgpack
 from dripstream.topics.records import DeadLetter, RawPage
@@ -206,13 +208,29 @@ def describe_dead_letter(message: TopicMessage) -> dict[str, object]:
     return data
 
 
+class Replayed(NamedTuple):
+    sent: int
+    skipped: int
+    refused: list[str]
+    """One line per dead letter that is not replayed because it cannot be trusted."""
+
+
+def replay_targets(settings: StreamSettings) -> frozenset[str]:
+    """The topics a replay may write: the pipeline's stage input topics, and no other
+    (not templates, dead letters or replays), whatever a dead letter names."""
+    return frozenset(settings.topic_prefix + stage.input_topic for stage in STAGES.values())
+
+
 async def replay_dead_letters(
     settings: StreamSettings, offsets: set[int] | None = None, include_replays: bool = False
-) -> tuple[int, int]:
+) -> Replayed:
     """Send dead letters' inputs back to the topic they came from, with their original
     key and headers (attempts + 1). Each dead letter is replayed at most once (the
     replays topic remembers it), and a dead letter that itself came from a replay only
-    with ``include_replays``. Returns (sent, skipped)."""
+    with ``include_replays``. A dead letter that does not decode, or names a topic that
+    is not a stage's input (``replay_targets``), is refused."""
+    targets = replay_targets(settings)
+    refused: list[str] = []
     letters = await read_topics(settings, [DEAD_LETTERS])
     done = {message.key for message in await read_topics(settings, [REPLAYS])}
     client = producer(settings)
@@ -223,7 +241,18 @@ async def replay_dead_letters(
             if offsets is not None and message.offset not in offsets:
                 continue
             marker = f"{message.partition}:{message.offset}".encode()
-            letter = from_msgpack(message.value, DeadLetter)
+            where = f"dead letter {marker.decode()}"
+            try:
+                letter = from_msgpack(message.value or b"", DeadLetter)
+            except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as error:
+                refused.append(f"{where}: not a dead letter ({error}); not replayed")
+                continue
+            if letter.source_topic and letter.source_topic not in targets:
+                refused.append(
+                    f"{where} names topic {letter.source_topic!r}, not a stage's input topic"
+                    f" ({', '.join(sorted(targets))}); not replayed"
+                )
+                continue
             if (
                 marker in done
                 or letter.payload is None  # only a digest was kept: nothing to replay
@@ -247,4 +276,4 @@ async def replay_dead_letters(
             sent += 1
     finally:
         await client.stop()
-    return sent, skipped
+    return Replayed(sent, skipped, refused)

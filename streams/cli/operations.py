@@ -114,11 +114,16 @@ def cmd_dlq(args: argparse.Namespace) -> int:
             print(json.dumps(describe_dead_letter(message), ensure_ascii=False))
         return 0
     offsets = set(args.offset) if args.offset else None
-    sent, skipped = asyncio.run(
+    sent, skipped, refused = asyncio.run(
         replay_dead_letters(settings, offsets, include_replays=args.include_replays)
     )
-    print(f"replayed {sent} dead letters ({skipped} skipped)", file=sys.stderr)
-    return 0
+    for line in refused:
+        print(f"error: {line}", file=sys.stderr)
+    print(
+        f"replayed {sent} dead letters ({skipped} skipped, {len(refused)} refused)",
+        file=sys.stderr,
+    )
+    return 1 if refused else 0
 
 
 def cmd_templates(args: argparse.Namespace) -> int:

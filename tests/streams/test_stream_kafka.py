@@ -28,11 +28,18 @@ from dripstream.streams.tools import (
     produce_pages,
     read_topics,
     replay_dead_letters,
+    replay_targets,
     wait_for_outputs,
 )
 from dripstream.topics.catalog import DEAD_LETTERS, FALLBACK, PAGES, RECORDS
 from dripstream.topics.codecs import to_msgpack
-from dripstream.topics.records import FallbackRequest, RawPage, document_id, page_id
+from dripstream.topics.records import (
+    DeadLetter,
+    FallbackRequest,
+    RawPage,
+    document_id,
+    page_id,
+)
 
 pytestmark = pytest.mark.kafka
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "pages.jsonl"
@@ -191,7 +198,7 @@ def test_dead_letters_are_replayed_once_with_their_key_and_headers(
     first = asyncio.run(wait_for_outputs(stream_settings, [key], 60))
     assert [m.topic for m in first] == [DEAD_LETTERS]
     assert describe_dead_letter(first[0])["error_class"] == "NotHtml"
-    assert asyncio.run(replay_dead_letters(stream_settings)) == (1, 0)
+    assert asyncio.run(replay_dead_letters(stream_settings)) == (1, 0, [])
 
     def dead_letters(count: int) -> list:
         deadline = time.monotonic() + 60
@@ -213,9 +220,53 @@ def test_dead_letters_are_replayed_once_with_their_key_and_headers(
     assert replayed[1].headers["crawl"] == b"c7"
     assert replayed[1].headers[ATTEMPTS_HEADER] == b"1"
     # Neither the replayed letter nor the replay's own letter is sent again by default.
-    assert asyncio.run(replay_dead_letters(stream_settings)) == (0, 2)
-    assert asyncio.run(replay_dead_letters(stream_settings, include_replays=True)) == (1, 1)
+    assert asyncio.run(replay_dead_letters(stream_settings)) == (0, 2, [])
+    assert asyncio.run(replay_dead_letters(stream_settings, include_replays=True)) == (1, 1, [])
     assert len(dead_letters(3)) == 3
+
+
+def test_replay_refuses_dead_letters_that_name_a_topic_outside_the_pipeline_inputs(
+    stream_settings: StreamSettings,
+) -> None:
+    prefix = stream_settings.topic_prefix
+
+    def letter(topic: str) -> bytes:
+        return to_msgpack(
+            DeadLetter(
+                stage="label",
+                error_class="Crafted",
+                message="crafted",
+                attempts=1,
+                first_failure_at=0.0,
+                last_failure_at=0.0,
+                source_topic=topic,
+                key=b"https://evil.example/",
+                headers={},
+                payload=b"forged state",
+                payload_size=12,
+                payload_sha256="0" * 64,
+            )
+        )
+
+    async def send_letters() -> None:
+        client = producer(stream_settings)
+        await client.start()
+        try:
+            for value in (letter(prefix + "templates"), letter(prefix + "replays"), b"\xc1junk"):
+                await client.send_and_wait(prefix + DEAD_LETTERS, value, key=b"k")
+        finally:
+            await client.stop()
+
+    asyncio.run(send_letters())
+    sent, skipped, refused = asyncio.run(replay_dead_letters(stream_settings))
+    assert (sent, skipped, len(refused)) == (0, 0, 3), refused
+    assert "'" + prefix + "templates'" in refused[0] and "not replayed" in refused[0]
+    assert "not a dead letter" in refused[2]
+    templates = asyncio.run(read_topics(stream_settings, ["templates"], idle_s=0.5))
+    assert templates == []
+    assert replay_targets(stream_settings) == {
+        prefix + topic for topic in (PAGES, "simplified", "labelled", FALLBACK, RECORDS)
+    }
 
 
 def test_a_fallback_whose_page_was_deleted_from_the_topic_is_a_dead_letter(
