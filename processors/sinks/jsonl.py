@@ -10,19 +10,66 @@ JSONL row's ``id``, a WARC record id, a file path).
 "metadata"}``, so datatrove's ``JsonlReader`` and ``datasets.load_dataset("json")`` load
 it with their defaults. Pages without content (errors, pages gone) are not documents:
 skipped.
+
+A target whose name ends in ``.gz`` or ``.zst`` is written in that compression, as the
+lines come (gzip, or one zstd frame per flush): nothing is buffered whole, and ``flush``
+makes what was written so far readable.
 """
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import os
 import sys
 from abc import ABC, abstractmethod
 from typing import IO, Any
 
+import cramjam
 import msgspec
 
 from dripstream.processors.pipeline import Outcome
+
+
+class _ZstdFile(io.RawIOBase):
+    """A binary file that zstd-compresses what is written to it: one frame per flush
+    (concatenated frames are one valid zstd stream)."""
+
+    def __init__(self, path: str) -> None:
+        self._file = open(path, "wb")  # noqa: SIM115 - closed by close()
+        self._compressor = cramjam.zstd.Compressor()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        return self._compressor.compress(bytes(data))
+
+    def flush(self) -> None:
+        """End the current frame: what was written so far is readable on its own."""
+        if not self._file.closed:
+            self._file.write(bytes(self._compressor.finish()))
+            self._file.flush()
+            self._compressor = cramjam.zstd.Compressor()
+
+    def fileno(self) -> int:
+        return self._file.fileno()
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self.flush()
+            self._file.close()
+        super().close()
+
+
+def open_text_output(target: str) -> IO[str]:
+    """``target`` opened for UTF-8 text, compressed as its name says (``.gz``, ``.zst``)."""
+    if target.endswith(".gz"):
+        return gzip.open(target, "wt", encoding="utf-8")
+    if target.endswith(".zst"):
+        return io.TextIOWrapper(_ZstdFile(target), encoding="utf-8")
+    return open(target, "w", encoding="utf-8")
 
 
 class _JsonlSink(ABC):
@@ -30,11 +77,7 @@ class _JsonlSink(ABC):
 
     def __init__(self, target: str) -> None:
         self._own = target not in ("", "-")
-        self._out: IO[str] = (
-            open(target, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
-            if self._own
-            else sys.stdout
-        )
+        self._out: IO[str] = open_text_output(target) if self._own else sys.stdout
         self.written = 0
 
     @abstractmethod

@@ -131,6 +131,57 @@ def test_datatrove_sink_is_read_by_datatrove_and_datasets_with_their_defaults(
     assert loaded[0]["text"] == document.text and loaded[0]["id"] == document.id
 
 
+def test_gz_outputs_are_gzip_that_datatrove_and_datasets_read(tmp_path: Path) -> None:
+    from datatrove.pipeline.readers import JsonlReader
+
+    ok, error = _outcomes()
+    for kind in ("records", "datatrove"):
+        sink = open_sink(f"{kind}:{tmp_path / kind}.jsonl.gz")
+        sink.write(ok, "a")
+        sink.write(error, "b")
+        sink.close()
+    records = gzip.decompress((tmp_path / "records.jsonl.gz").read_bytes()).decode()
+    assert [json.loads(line)["status"] for line in records.splitlines()] == ["ok", "error"]
+    [document] = list(JsonlReader(str(tmp_path), glob_pattern="datatrove.jsonl.gz").run())
+    assert document.id == ok.record.id and "highest tides" in document.text
+
+    import datasets
+
+    loaded = datasets.load_dataset("json", data_files=str(tmp_path / "datatrove.jsonl.gz"))
+    assert loaded["train"][0]["id"] == ok.record.id
+
+
+def test_zst_outputs_are_zstd_frames_readable_after_each_flush(tmp_path: Path) -> None:
+    import cramjam
+
+    ok, _ = _outcomes()
+    path = tmp_path / "records.jsonl.zst"
+    sink = open_sink(f"records:{path}")
+    sink.write(ok, "a")
+    sink.flush()  # what was written so far is complete frames on disk
+    first = bytes(cramjam.zstd.decompress(path.read_bytes())).decode()
+    assert [json.loads(line)["input_id"] for line in first.splitlines()] == ["a"]
+    sink.write(ok, "b")
+    sink.close()
+    whole = bytes(cramjam.zstd.decompress(path.read_bytes())).decode()
+    assert [json.loads(line)["input_id"] for line in whole.splitlines()] == ["a", "b"]
+
+
+def test_compressed_outputs_stream_without_holding_the_file(tmp_path: Path) -> None:
+    ok, _ = _outcomes()
+    for suffix in (".gz", ".zst"):
+        path = tmp_path / f"many.jsonl{suffix}"
+        sink = open_sink(f"records:{path}")
+        sizes = []
+        for index in range(3000):
+            sink.write(ok, str(index))
+            if index % 1000 == 999:
+                sink.flush()
+                sizes.append(path.stat().st_size)
+        sink.close()
+        assert 0 < sizes[0] < sizes[1] < sizes[2], (suffix, sizes)  # written as it goes
+
+
 def test_an_unknown_sink_kind_is_refused() -> None:
     with pytest.raises(SinkError, match="datatrove"):
         open_sink("parquet:out.parquet")
