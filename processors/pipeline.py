@@ -291,7 +291,8 @@ class Outcome:
     message: str | None = None
 
 
-def _error(error: PageError, context: str = "") -> Outcome:
+def page_error(error: PageError, context: str = "") -> Outcome:
+    """The outcome of a page that ``error`` stopped."""
     return Outcome(
         "error",
         reason=error.reason,
@@ -319,7 +320,7 @@ def finish_step(
     try:
         record = fallback_page(step, raw)
     except PageError as error:
-        return _error(error, f"{step.reason}; fallback: ")
+        return page_error(error, f"{step.reason}; fallback: ")
     if record.fallback_reason is None:  # the second opinion kept our record
         return Outcome("ok", record)
     return Outcome("fallback", record, reason=step.reason)
@@ -343,7 +344,7 @@ def extract_pages(
     to_label: list[tuple[int, SimplifiedPage]] = []
     for index, step in enumerate(runner.map(simplify_step, raws)):
         if isinstance(step, PageError):
-            outcomes[index] = _error(step)
+            outcomes[index] = page_error(step)
         elif isinstance(step, PageRecord):
             outcomes[index] = Outcome("gone", step)
         elif isinstance(step, FallbackRequest):
@@ -355,7 +356,7 @@ def extract_pages(
         finishing.extend((index, item) for (index, _), item in zip(to_label, labelled, strict=True))
     finished = runner.map(finish_step, [(item, raws[index]) for index, item in finishing])
     for (index, _), outcome in zip(finishing, finished, strict=True):
-        outcomes[index] = _error(outcome) if isinstance(outcome, PageError) else outcome
+        outcomes[index] = page_error(outcome) if isinstance(outcome, PageError) else outcome
     missing = [index for index, outcome in enumerate(outcomes) if outcome is None]
     if missing:
         raise RuntimeError(f"pages {missing} got no outcome")

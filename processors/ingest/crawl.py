@@ -271,9 +271,12 @@ def _is_html_type(content_type: str) -> bool:
     return not mime or "html" in mime
 
 
-def warc_record_page(record: Any, crawl_id: str | None = None) -> RawPage | None:
+def warc_record_page(
+    record: Any, crawl_id: str | None = None, max_bytes: int = MAX_BODY_BYTES
+) -> RawPage | None:
     """A fastwarc response record (parsed with ``parse_http=True``) as a RawPage; None
-    when it holds no HTTP response."""
+    when it holds no HTTP response. Its body is read with at most ``max_bytes`` held: a
+    larger one raises ``TooLarge`` (the record's content may be a compression bomb)."""
     http = record.http_headers
     if http is None or not http.status_code:
         return None
@@ -283,9 +286,12 @@ def warc_record_page(record: Any, crawl_id: str | None = None) -> RawPage | None
     except ValueError:
         fetched_at = None
     content_type = headers.get("content-type")
+    body = record.reader.read(max_bytes + 1)
+    if len(body) > max_bytes:
+        raise TooLarge(f"a WARC record's body of more than {max_bytes} bytes")
     return RawPage(
         url=target_uri(record.headers.get("WARC-Target-URI", "") or ""),
-        html=record.reader.read(),
+        html=body,
         content_type=content_type,
         charset=None,
         status=http.status_code,
@@ -312,8 +318,11 @@ def _warcinfo_crawl(record: Any) -> str | None:
     return None
 
 
-def warc_pages(stream: IO[bytes], html_only: bool = True) -> Iterator[tuple[str, RawPage]]:
-    """(record id, page) of every HTTP response record of a WARC (plain or gzip), streamed.
+def warc_pages(
+    stream: IO[bytes], html_only: bool = True, max_bytes: int = MAX_BODY_BYTES
+) -> Iterator[tuple[str, RawPage | TooLarge]]:
+    """(record id, page) of every HTTP response record of a WARC (plain or gzip), streamed;
+    a record whose body is larger than ``max_bytes`` comes as its ``TooLarge``.
 
     ``html_only`` skips responses whose content type names something other than HTML,
     except pages gone (404/410), which a sink needs to delete."""
@@ -334,6 +343,10 @@ def warc_pages(stream: IO[bytes], html_only: bool = True) -> Iterator[tuple[str,
         content_type = header_dict(http.items()).get("content-type", "")
         if html_only and not _is_html_type(content_type) and http.status_code not in GONE_STATUSES:
             continue
-        page = warc_record_page(record, crawl_id)
+        try:
+            page = warc_record_page(record, crawl_id, max_bytes)
+        except TooLarge as error:
+            yield record.record_id, error
+            continue
         if page is not None:
             yield record.record_id, page

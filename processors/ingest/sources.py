@@ -15,8 +15,11 @@ One reader per input form; ``read_pages`` picks by the path:
 - anything else: one HTML file.
 
 Every reader streams: a file is never loaded whole (except one HTML document), so memory
-stays flat whatever the input's size. ``extract``, ``eval`` and ``produce`` all read
-through here. Adding a source: a reader function and one branch in ``read_pages``.
+stays flat whatever the input's size. A record larger than ``MAX_RECORD_BYTES`` (a JSONL
+line, a WARC record's content, counted as it is decompressed) is never held: it is that
+record's ``TooLarge`` error (``InputPage.error``), and the rest of the file goes on.
+``extract``, ``eval`` and ``produce`` all read through here. Adding a source: a reader
+function and one branch in ``read_pages``.
 """
 
 from __future__ import annotations
@@ -31,8 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from dripstream.processors.ingest.crawl import page_from_item, warc_pages
+from dripstream.processors.errors import PageError, TooLarge
+from dripstream.processors.ingest.crawl import MAX_BODY_BYTES, page_from_item, warc_pages
 from dripstream.topics.records import RawPage
+
+MAX_RECORD_BYTES = MAX_BODY_BYTES  # a JSONL line (in characters), a WARC record's content
+_SKIP_CHARS = 1024 * 1024  # an oversized line is skipped in pieces of this size
 
 HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.xz")
@@ -50,6 +57,8 @@ class InputPage:
     raw: RawPage
     id: str | None = None
     row: dict[str, Any] = field(default_factory=dict)
+    error: PageError | None = None
+    """Set when the record could not be read as a page: its outcome is this error."""
 
 
 def open_text(path: Path) -> IO[str]:
@@ -61,13 +70,45 @@ def open_text(path: Path) -> IO[str]:
     return path.open(encoding="utf-8")
 
 
-def parse_rows(lines: Iterable[str], where: str) -> Iterator[dict[str, Any]]:
-    """JSON objects, one a line; raises SourceError naming ``where`` and the line.
+def bounded_lines(stream: IO[str], limit: int = MAX_RECORD_BYTES) -> Iterator[str | TooLarge]:
+    """The lines of ``stream``, each read with at most ``limit`` characters held; a
+    longer line is skipped in pieces and given as its ``TooLarge`` error."""
+    while line := stream.readline(limit + 1):
+        if len(line) <= limit or line.endswith("\n"):
+            yield line
+            continue
+        size = len(line)
+        del line
+        while piece := stream.readline(_SKIP_CHARS):
+            size += len(piece)
+            if piece.endswith("\n"):
+                break
+        yield TooLarge(f"a line of {size} characters, more than {limit}")
+
+
+def parse_rows(lines: Iterable[str | TooLarge], where: str) -> Iterator[dict[str, Any]]:
+    """JSON objects, one a line; raises SourceError naming ``where`` and the line, for a
+    line that is not a JSON object or is too large (see ``row_results``)."""
+    for number, row in row_results(lines, where):
+        if isinstance(row, TooLarge):
+            raise SourceError(f"{where}:{number}: {row}")
+        yield row
+
+
+def row_results(
+    lines: Iterable[str | TooLarge], where: str
+) -> Iterator[tuple[int, dict[str, Any] | TooLarge]]:
+    """(line number, JSON object) for each non-blank line; a line too large to read
+    (``bounded_lines``) comes as its ``TooLarge``, and one that is not a JSON object raises
+    SourceError naming ``where`` and the line.
 
     JSON may escape a lone surrogate (``\\ud800``), which no UTF-8 output can hold: in
     every field but the page itself (``html``, ``body``: bytes from here on) it becomes
     U+FFFD, so a record can always be written."""
     for number, line in enumerate(lines, 1):
+        if isinstance(line, TooLarge):
+            yield number, line
+            continue
         if not line.strip():
             continue
         try:
@@ -83,7 +124,7 @@ def parse_rows(lines: Iterable[str], where: str) -> Iterator[dict[str, Any]]:
                 else _without_surrogates(value)
                 for name, value in row.items()
             }
-        yield row
+        yield number, row
 
 
 PAGE_FIELDS = frozenset(("html", "body"))
@@ -106,7 +147,7 @@ def read_rows(path: str | Path) -> Iterator[dict[str, Any]]:
     """The JSON objects of a (plain, gzip or xz) JSONL file."""
     path = Path(path)
     with open_text(path) as lines:
-        yield from parse_rows(lines, str(path))
+        yield from parse_rows(bounded_lines(lines), str(path))
 
 
 def raw_page_from_row(row: dict[str, Any], html: str | None = None) -> RawPage:
@@ -116,20 +157,33 @@ def raw_page_from_row(row: dict[str, Any], html: str | None = None) -> RawPage:
     return page_from_item(row, html)
 
 
-def _jsonl_pages(path: Path) -> Iterator[InputPage]:
-    for number, row in enumerate(read_rows(path), 1):
+def jsonl_pages(lines: IO[str], where: str) -> Iterator[InputPage]:
+    """The pages of JSON lines (a file, standard input), each line read bounded: a line
+    too large is that row's ``TooLarge`` (``InputPage.error``)."""
+    for number, row in row_results(bounded_lines(lines), where):
+        if isinstance(row, TooLarge):
+            yield InputPage(RawPage(url="", html=b""), f"{where}:{number}", error=row)
+            continue
         page_id = row.get("id")
         try:
             raw = raw_page_from_row(row)
         except ValueError as error:
-            raise SourceError(f"{path}: row {number}: {error}") from None
+            raise SourceError(f"{where}: row {number}: {error}") from None
         yield InputPage(raw, str(page_id) if page_id is not None else None, row)
+
+
+def _jsonl_pages(path: Path) -> Iterator[InputPage]:
+    with open_text(path) as lines:
+        yield from jsonl_pages(lines, str(path))
 
 
 def _warc_pages(path: Path) -> Iterator[InputPage]:
     with path.open("rb") as stream:
-        for record_id, raw in warc_pages(stream):
-            yield InputPage(raw, record_id)
+        for record_id, raw in warc_pages(stream, max_bytes=MAX_RECORD_BYTES):
+            if isinstance(raw, PageError):
+                yield InputPage(RawPage(url="", html=b""), record_id, error=raw)
+            else:
+                yield InputPage(raw, record_id)
 
 
 def _html_file(path: Path) -> InputPage:

@@ -21,13 +21,13 @@ from dripstream.processors.ingest.sources import (
     JSONL_SUFFIXES,
     WARC_SUFFIXES,
     InputPage,
-    parse_rows,
-    raw_page_from_row,
+    jsonl_pages,
+    open_text,
     read_pages,
     read_rows,
 )
 from dripstream.processors.label.base import Labeller
-from dripstream.processors.pipeline import PipelineSettings, extract_pages
+from dripstream.processors.pipeline import Outcome, PipelineSettings, extract_pages, page_error
 from dripstream.processors.sinks import open_sink
 from dripstream.processors.sinks.jsonl import RecordsJsonlSink
 from dripstream.processors.training.evaluation import EvalReport, evaluate
@@ -98,19 +98,15 @@ def _check_sources(sources: list[str]) -> None:
             raise UsageError(f"{source}: a folder without HTML files ({', '.join(HTML_SUFFIXES)})")
 
 
-def _stdin_rows() -> Iterator[dict]:
-    """JSON objects, one a line, from standard input (``--jsonl -``)."""
-    return parse_rows(sys.stdin, "stdin")
-
-
 def _jsonl_pages(source: str) -> Iterator[InputPage]:
     """``--jsonl``: JSON lines whatever the name, ``-`` for standard input."""
     if source != "-" and Path(source).is_dir():
         raise UsageError(f"--jsonl {source}: a folder, not a JSONL file")
-    rows = _stdin_rows() if source == "-" else read_rows(source)
-    for row in rows:
-        page_id = row.get("id")
-        yield InputPage(raw_page_from_row(row), str(page_id) if page_id is not None else None, row)
+    if source == "-":
+        yield from jsonl_pages(sys.stdin, "stdin")
+        return
+    with open_text(Path(source)) as lines:
+        yield from jsonl_pages(lines, source)
 
 
 def _extract_one(args, labeller, settings, runner) -> int:
@@ -135,6 +131,16 @@ def _pages(sources: list[str], jsonl: str | None = None) -> Iterator[InputPage]:
         yield from read_pages(source)
 
 
+def extract_input_pages(
+    pages: list[InputPage], labeller: Labeller, settings: PipelineSettings, runner: PageRunner
+) -> list[Outcome]:
+    """``extract_pages`` over the pages that were read; a record that could not be read
+    as a page (``InputPage.error``) has that error as its outcome."""
+    readable = [page.raw for page in pages if page.error is None]
+    done = iter(extract_pages(readable, labeller, settings, runner) if readable else [])
+    return [page_error(page.error) if page.error else next(done) for page in pages]
+
+
 def _extract_batch(args, labeller, settings, runner) -> int:
     from tqdm import tqdm
 
@@ -145,7 +151,7 @@ def _extract_batch(args, labeller, settings, runner) -> int:
         stack.callback(sink.close)
         bar = stack.enter_context(tqdm(unit="page", file=sys.stderr, disable=args.quiet or None))
         while batch := list(itertools.islice(pages, BATCH)):
-            outcomes = extract_pages([page.raw for page in batch], labeller, settings, runner)
+            outcomes = extract_input_pages(batch, labeller, settings, runner)
             for page, outcome in zip(batch, outcomes, strict=True):
                 counts[outcome.status] += 1
                 sink.write(outcome, page.id)

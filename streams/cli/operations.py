@@ -7,11 +7,14 @@ import argparse
 import asyncio
 import json
 import sys
+from collections import Counter
+from collections.abc import Iterator
 
 import msgspec
 
 from dripstream.processors.label.registry import LABELLERS
 from dripstream.streams.cli.common import (
+    EXIT_INPUT,
     UsageError,
     add_command,
     add_profile_options,
@@ -19,6 +22,7 @@ from dripstream.streams.cli.common import (
 )
 from dripstream.streams.stages import DEFAULT_STAGES, STAGES
 from dripstream.topics.catalog import ALL_TOPICS, RECORDS
+from dripstream.topics.records import RawPage
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -46,9 +50,24 @@ def cmd_produce(args: argparse.Namespace) -> int:
     from dripstream.streams.tools import produce_pages
 
     settings = stream_settings(args)
-    pages = (page.raw for source in args.sources for page in read_pages(source))
-    ids = asyncio.run(produce_pages(settings, pages, progress=not args.quiet))
+    refused: Counter[str] = Counter()
+
+    def readable() -> Iterator[RawPage]:
+        """The pages read; a record that is not one is counted, not sent."""
+        for source in args.sources:
+            for page in read_pages(source):
+                if page.error is None:
+                    yield page.raw
+                else:
+                    refused[type(page.error).__name__] += 1
+                    print(f"error: {source}: {page.id}: {page.error}", file=sys.stderr)
+
+    ids = asyncio.run(produce_pages(settings, readable(), progress=not args.quiet))
     print(f"produced {len(ids)} pages to {settings.topic_prefix}pages", file=sys.stderr)
+    if refused:
+        counts = ", ".join(f"{name} {count}" for name, count in sorted(refused.items()))
+        print(f"error: {refused.total()} input records not produced ({counts})", file=sys.stderr)
+        return EXIT_INPUT
     return 0
 
 
