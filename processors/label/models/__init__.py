@@ -1,1 +1,1 @@
-"""The learned labeller's model file (see processors/labellers/learned.py)."""
+"""The learned labeller's model file (see processors/label/learned.py)."""
