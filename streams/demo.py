@@ -205,7 +205,7 @@ def run_demo(
                 print("error: the local search engine did not start (scripts/search.sh logs)")
                 found = False
             else:
-                found = show_search(index_target, records, options=settings.search_options())
+                found = show_search(index_target, records, options=settings.search)
         print(f"worker log: {log_path}")
         return 0 if ledger.lost == 0 and found else 1
     finally:

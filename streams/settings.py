@@ -10,7 +10,7 @@ Rules:
 
 - The entry points (the CLI's ``main``, the worker) call ``StreamSettings.from_env()``
   once, at their start; it parses and checks every variable and the typed option objects
-  are handed down (``labeller_options()``, ``search_options()``, ``limits()``, ...).
+  are handed down (``search``, ``learned``, ``engine``, ``labeller_options()``, ``limits()``, ...).
   Nothing below the entry points reads the environment.
 - Booleans: ``1/0``, ``true/false``, ``yes/no``, ``on/off``, in any case.
 - Unset or empty: the default (a free-text variable's empty value is its value).
@@ -817,15 +817,6 @@ class StreamSettings:
             min_teacher_confidence=self.template_min_teacher_confidence,
             max_sites=self.template_sites,
         )
-
-    def search_options(self) -> SearchOptions:
-        return self.search
-
-    def learned_options(self) -> LearnedOptions:
-        return self.learned
-
-    def engine_options(self) -> EngineSettings:
-        return self.engine
 
     def limits(self) -> Limits:
         """The per-page sandbox's bounds."""

@@ -147,7 +147,7 @@ def _extract_batch(args, labeller, settings, runner) -> int:
     counts: Counter[str] = Counter()
     pages = _pages(args.sources, args.jsonl)
     with ExitStack() as stack:
-        sink = open_sink(args.out or "-", stream_settings(args).search_options())
+        sink = open_sink(args.out or "-", stream_settings(args).search)
         stack.callback(sink.close)
         bar = stack.enter_context(tqdm(unit="page", file=sys.stderr, disable=args.quiet or None))
         while batch := list(itertools.islice(pages, BATCH)):

@@ -102,7 +102,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from dripstream.processors.sinks.search import SearchIndex
 
     settings = stream_settings(args)
-    index = SearchIndex(search_target(args.index, settings.sink), settings.search_options())
+    index = SearchIndex(search_target(args.index, settings.sink), settings.search)
     try:
         hits = index.search(" ".join(args.query), size=args.size, phrase=not args.words)
     except Exception as error:  # an unreachable engine or a missing index: one line

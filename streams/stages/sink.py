@@ -64,7 +64,7 @@ class SinkHandler:
 def build(settings: StreamSettings, provisions: Provisions) -> SinkHandler:
     if not settings.sink:
         raise StageSetupError("the sink stage needs DRIPSTREAM_SINK (KIND:TARGET)")
-    sink = open_sink(settings.sink, settings.search_options())
+    sink = open_sink(settings.sink, settings.search)
     return SinkHandler(sink, payload_limit=settings.dlq_payload_limit)
 
 

@@ -91,14 +91,14 @@ def test_vllm_profile_errors(tmp_path) -> None:
 def test_vllm_engine_settings_from_env() -> None:
     from dripstream.streams.settings import SettingsError, StreamSettings
 
-    assert StreamSettings.from_env({}).engine_options() == EngineSettings()
+    assert StreamSettings.from_env({}).engine == EngineSettings()
     engine = StreamSettings.from_env(
         {
             "DRIPSTREAM_VLLM_MAX_IN_FLIGHT": "16",
             "DRIPSTREAM_VLLM_ENFORCE_EAGER": "true",
             "DRIPSTREAM_VLLM_GPU_MEMORY": "0.5",
         }
-    ).engine_options()
+    ).engine
     assert (engine.max_in_flight, engine.enforce_eager) == (16, True)
     assert engine.gpu_memory_utilization == 0.5
     with pytest.raises(SettingsError, match=r"DRIPSTREAM_VLLM_PREFIX_CACHING.*boolean"):

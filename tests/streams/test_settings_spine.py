@@ -231,13 +231,13 @@ def test_every_boolean_takes_one_rule(setting: Setting) -> None:
 
 def test_unset_and_empty_take_the_default_and_options_keep_their_own() -> None:
     defaults = StreamSettings.from_env({})
-    assert defaults.search_options() == SearchOptions()
+    assert defaults.search == SearchOptions()
     assert StreamSettings.from_env({"DRIPSTREAM_SEARCH_RETRIES": ""}).search == SearchOptions()
-    assert defaults.learned_options().min_confidence is None  # the learned labeller: no floor
+    assert defaults.learned.min_confidence is None  # the learned labeller: no floor
     assert defaults.limits().timeout_s == 15 and defaults.limits().memory_mib == 160
     options = StreamSettings.from_env(
         {"DRIPSTREAM_SEARCH_RETRIES": "2", "DRIPSTREAM_SEARCH_VERIFY_TLS": "off"}
-    ).search_options()
+    ).search
     assert (options.retries, options.verify_tls) == (2, False)
 
 
@@ -245,13 +245,13 @@ def test_the_search_password_file_fills_the_password(tmp_path: Path) -> None:
     secret = tmp_path / "search.password"
     secret.write_text("hunter2\n")
     settings = StreamSettings.from_env({"DRIPSTREAM_SEARCH_PASSWORD_FILE": str(secret)})
-    assert settings.search_options().password == "hunter2"
+    assert settings.search.password == "hunter2"
     with pytest.raises(SettingsError, match="DRIPSTREAM_SEARCH_PASSWORD_FILE"):
         StreamSettings.from_env({"DRIPSTREAM_SEARCH_PASSWORD_FILE": str(tmp_path / "none")})
 
 
 def test_the_search_sink_gets_the_settings_options() -> None:
-    options = StreamSettings.from_env({"DRIPSTREAM_SEARCH_RETRIES": "2"}).search_options()
+    options = StreamSettings.from_env({"DRIPSTREAM_SEARCH_RETRIES": "2"}).search
     sink = open_sink("opensearch:http://127.0.0.1:1/probe", options)
     try:
         assert sink.options.retries == 2  # type: ignore[attr-defined]
