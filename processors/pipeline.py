@@ -32,6 +32,7 @@ from dripstream.processors.ingest.decode import DecodedHtml, check_html, decode_
 from dripstream.processors.label.base import Labeller, LabelOutcome
 from dripstream.topics.records import (
     GONE_STATUSES,
+    MAX_CLOCK_SKEW_S,
     CrawlInfo,
     FallbackRequest,
     LabelledPage,
@@ -78,11 +79,20 @@ def decoded_page_utf8(raw: RawPage, max_chars: int | None = None) -> DecodedHtml
     return decoded
 
 
-def crawl_info(raw: RawPage) -> CrawlInfo | None:
-    """The crawl metadata a record carries (None when the input has none)."""
+def crawl_info(raw: RawPage, now: float | None = None) -> CrawlInfo | None:
+    """The crawl metadata a record carries (None when the input has none). A
+    ``fetched_at`` more than ``MAX_CLOCK_SKEW_S`` after ``now`` (default: the clock) is
+    clamped to ``now``, the crawler's value kept as ``claimed_fetched_at``."""
     if raw.fetched_at is None and raw.crawl_id is None and raw.status is None:
         return None
-    return CrawlInfo(fetched_at=raw.fetched_at, crawl_id=raw.crawl_id, status=raw.status)
+    fetched_at, claimed = raw.fetched_at, None
+    if fetched_at is not None:
+        now = time.time() if now is None else now
+        if fetched_at > now + MAX_CLOCK_SKEW_S:
+            fetched_at, claimed = now, raw.fetched_at
+    return CrawlInfo(
+        fetched_at=fetched_at, crawl_id=raw.crawl_id, status=raw.status, claimed_fetched_at=claimed
+    )
 
 
 def _record_fields(url: str, version: str, crawl: CrawlInfo | None) -> dict[str, object]:
@@ -93,6 +103,7 @@ def _record_fields(url: str, version: str, crawl: CrawlInfo | None) -> dict[str,
         "version": version,
         "url": url,
         "fetched_at": crawl.fetched_at,
+        "claimed_fetched_at": crawl.claimed_fetched_at,
         "crawl_id": crawl.crawl_id,
         "http_status": crawl.status,
     }

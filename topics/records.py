@@ -24,6 +24,10 @@ OTHER = "other"
 LABELS = (MAIN, OTHER)
 
 
+MAX_CLOCK_SKEW_S = 300.0
+"""How far ahead of the worker's clock a crawler's ``fetched_at`` may lie. Beyond it the
+time is clamped: a far-future time would otherwise become a search version that wins over
+every later crawl of the URL."""
 GONE_STATUSES = frozenset((404, 410))  # the crawler found the page gone: delete it downstream
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -71,11 +75,14 @@ def document_id(url: str) -> str:
 
 
 class CrawlInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """What the crawler said about a fetch, carried from the input to the record."""
+    """What the crawler said about a fetch, carried from the input to the record.
+    ``claimed_fetched_at`` is the crawler's time when it lay too far in the future and
+    ``fetched_at`` was clamped to the time the page was read (``MAX_CLOCK_SKEW_S``)."""
 
     fetched_at: float | None = None
     crawl_id: str | None = None
     status: int | None = None
+    claimed_fetched_at: float | None = None
 
 
 class RawPage(msgspec.Struct, frozen=True, kw_only=True):
@@ -182,7 +189,9 @@ class PageRecord(msgspec.Struct, frozen=True, kw_only=True):
 
     ``id`` is the stable document id (``document_id``: one per canonical URL), ``version``
     the content-version id (``page_id``: URL + fetched bytes). ``fetched_at`` (epoch
-    seconds), ``crawl_id`` and ``http_status`` are the crawler's. ``gone`` marks a page
+    seconds), ``crawl_id`` and ``http_status`` are the crawler's; a ``fetched_at`` more than
+    ``MAX_CLOCK_SKEW_S`` ahead of the worker's clock is clamped to the time the page was
+    read, and the crawler's value kept in ``claimed_fetched_at``. ``gone`` marks a page
     the crawler found gone (HTTP 404/410): no content; search sinks delete the document.
     ``language`` is detected from the Markdown (ISO 639-1, None when unsure).
     """
@@ -195,6 +204,7 @@ class PageRecord(msgspec.Struct, frozen=True, kw_only=True):
     extractor: str
     language: str | None = None
     fetched_at: float | None = None
+    claimed_fetched_at: float | None = None
     crawl_id: str | None = None
     http_status: int | None = None
     gone: bool = False
@@ -209,7 +219,9 @@ class PageRecord(msgspec.Struct, frozen=True, kw_only=True):
 class ClusterState(msgspec.Struct, frozen=True, kw_only=True):
     """One layout cluster of a site template: label counts per block signature
     (main, other) and the agreement with the teacher on its last teacher pages (and their
-    block counts, which weigh them: a state without them weighs each page once)."""
+    block counts, which weigh them: a state without them weighs each page once), and its
+    text profile: the main share of the text and the other text (visible characters) of
+    its last teacher pages (a state without them: no profile yet)."""
 
     counts: dict[str, tuple[int, int]]
     recent: list[float] = []
@@ -217,6 +229,8 @@ class ClusterState(msgspec.Struct, frozen=True, kw_only=True):
     suspended: bool = False
     served: int = 0
     taught: int = 0
+    main_shares: list[float] = []
+    other_text: list[int] = []
 
 
 class SiteState(msgspec.Struct, frozen=True, kw_only=True):

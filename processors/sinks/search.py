@@ -13,7 +13,9 @@ environment.
   a re-delivered record or a re-crawl of a URL updates one document. With a
   ``fetched_at``, writes carry it as an external version (milliseconds, ``external_gte``):
   an older crawl arriving late never overwrites a newer one (the engine answers 409 and
-  the write counts as done), while a re-delivery of the same crawl is accepted again.
+  the write counts as done), while a re-delivery of the same crawl is accepted again. A
+  crawl time too far in the future never gets here: the pipeline clamps it
+  (``MAX_CLOCK_SKEW_S``), so it cannot outrank later crawls.
 - **Deletions.** A record marked ``gone`` (the crawler got HTTP 404/410) deletes its
   document; deleting a document that is not there is done too.
 - **Bulk with back-pressure.** ``write`` only queues; ``flush`` sends the queue in bulk
@@ -57,6 +59,7 @@ MAPPING: dict[str, Any] = {
         "extractor": {"type": "keyword"},
         "version": {"type": "keyword"},
         "fetched_at": {"type": "date", "format": "epoch_millis"},
+        "claimed_fetched_at": {"type": "date", "format": "epoch_millis"},
         "crawl_id": {"type": "keyword"},
         "http_status": {"type": "short"},
         "fallback_reason": {"type": "keyword"},
@@ -144,8 +147,9 @@ def _document(record: Any) -> dict[str, Any]:
     document = msgspec.to_builtins(record)
     for name in ("id", "gone", "schema_version"):
         document.pop(name, None)
-    if record.fetched_at is not None:
-        document["fetched_at"] = round(record.fetched_at * 1000)
+    for name in ("fetched_at", "claimed_fetched_at"):
+        if document.get(name) is not None:
+            document[name] = round(document[name] * 1000)
     return document
 
 

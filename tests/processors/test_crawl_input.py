@@ -20,10 +20,15 @@ from dripstream.processors.errors import NotHtml, TooLarge
 from dripstream.processors.ingest.crawl import dechunk, http_body, parse_time
 from dripstream.processors.ingest.sources import SourceError, read_pages
 from dripstream.processors.label.heuristic import HeuristicLabeller
-from dripstream.processors.pipeline import PipelineSettings, decoded_page, extract_pages
+from dripstream.processors.pipeline import (
+    PipelineSettings,
+    crawl_info,
+    decoded_page,
+    extract_pages,
+)
 from dripstream.processors.sinks import open_sink
 from dripstream.streams.adapter import MalformedInput, parse_raw_page
-from dripstream.topics.records import RawPage, document_id
+from dripstream.topics.records import MAX_CLOCK_SKEW_S, RawPage, document_id
 
 POLISH = (
     "<html><head><title>Zażółć gęślą jaźń</title></head><body><article>"
@@ -199,6 +204,32 @@ def test_a_time_that_is_no_time_is_malformed_input_not_a_crash() -> None:
         parse_raw_page(
             None, json.dumps({"url": "u", "html": "<p>x</p>", "fetched_at": "soon"}).encode(), {}
         )
+
+
+def test_a_crawl_time_far_ahead_of_the_clock_is_clamped_and_kept_as_claimed() -> None:
+    now = 1_800_000_000.0
+
+    def info(fetched_at: float):
+        return crawl_info(RawPage(url="u", html=b"", fetched_at=fetched_at), now=now)
+
+    assert info(now + MAX_CLOCK_SKEW_S).fetched_at == now + MAX_CLOCK_SKEW_S  # within skew
+    assert info(now + MAX_CLOCK_SKEW_S).claimed_fetched_at is None
+    far = info(32_503_680_000.0)
+    assert (far.fetched_at, far.claimed_fetched_at) == (now, 32_503_680_000.0)
+
+
+def test_a_far_future_crawl_time_is_clamped_in_the_extracted_record() -> None:
+    page = RawPage(
+        url="https://f.example/a",
+        html=b"<html><body><article><p>"
+        + b"Words of a page. " * 30
+        + b"</p></article></body></html>",
+        status=200,
+        fetched_at=32_503_680_000.0,
+    )
+    [outcome] = extract([page])
+    assert outcome.record.claimed_fetched_at == 32_503_680_000.0
+    assert outcome.record.fetched_at < 32_503_680_000.0
 
 
 def scrapy_items() -> list[dict]:

@@ -180,6 +180,29 @@ def test_pages_are_found_by_a_phrase_once_each_and_pages_gone_are_deleted(
     index.close()
 
 
+def test_a_far_future_crawl_time_is_clamped_and_later_crawls_still_replace_it(
+    stream_settings: StreamSettings, workers, engine: Engine
+) -> None:
+    target = f"{engine.url}/t-{uuid.uuid4().hex[:10]}"
+    workers.start(STAGES, DRIPSTREAM_SINK=f"opensearch:{target}", DRIPSTREAM_LABELLER="heuristic")
+    index = SearchIndex(target)
+    find = searcher(index)
+    year_3000 = 32_503_680_000.0
+    forged = article("delta", year_3000, text="Forged: vessel delta sank with all hands aboard.")
+    asyncio.run(produce_pages(stream_settings, [forged], progress=False))
+    wait_until(lambda: find("sank with all hands") != [], 180, "the forged crawl", workers.logs)
+    document = index.get(document_id(forged.url))
+    assert document["claimed_fetched_at"] == year_3000 * 1000
+    assert document["fetched_at"] < (time.time() + 60) * 1000
+
+    real = article("delta", time.time() + 5, text="Real: vessel delta moored at the east pier.")
+    asyncio.run(produce_pages(stream_settings, [real], progress=False))
+    wait_until(lambda: find("moored at the east pier") != [], 180, "the later crawl", workers.logs)
+    assert find("sank with all hands") == []
+    assert index.get(document_id(real.url))["claimed_fetched_at"] is None
+    index.close()
+
+
 def test_an_engine_stopped_mid_run_loses_nothing_and_drops_nothing_once_it_is_back(
     stream_settings: StreamSettings, workers, engine: Engine
 ) -> None:
