@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Local single-node Apache Kafka broker for development and tests.
-#
 #   scripts/broker.sh up        start it (resolving the jars first if needed); waits until ready
 #   scripts/broker.sh down      stop it (TERM, then KILL after 30 s)
 #   scripts/broker.sh status    exit 0 when running and answering, 3 when not
 #   scripts/broker.sh logs [-f] show the tail of the broker log (-f: follow)
 #   scripts/broker.sh reset     wipe the broker's data (topics, offsets, cluster id); only when down
+#   scripts/broker.sh env ROLE  secure mode: `export` lines for one role's client settings
 #
 # The broker runs in KRaft mode (combined broker + controller, node.id 1) on
 # 127.0.0.1 only, straight from the jars Maven resolves for
@@ -34,17 +34,23 @@
 # which only the broker itself holds: a client without it (Kafka's own tools with
 # --bootstrap-controller included) cannot reach the controller, so it cannot, say, add a
 # PLAINTEXT listener to the broker. (KRaft controllers cannot use SCRAM: its credentials
-# live in the metadata the controller serves.) Generated once per state folder, kept by
-# `reset`:
+# live in the metadata the controller serves.) KRaft's StandardAuthorizer denies whatever
+# no ACL allows: the super users are "admin" and the broker's certificate (CN=localhost,
+# the controller listener's principal); every other principal is one role of
+# dripstream.streams.acls (ROLES below: one SCRAM user per role, each with its own
+# password) and gets its ACLs from `dripstream acls apply`, run as the admin, after
+# `dripstream topics create`. Only the admin may create topics, users or ACLs, or alter
+# configs. Generated once per state folder, kept by `reset`:
 #   tls/ca.crt                 self-signed CA to give clients (DRIPSTREAM_SSL_CAFILE)
 #   tls/ca.key, tls/broker.*   CA key, broker key + certificate (127.0.0.1, localhost)
-#   secrets/client.password    password of SCRAM user "dripstream" (DRIPSTREAM_SASL_PASSWORD_FILE)
-#   secrets/admin.password     password of SCRAM user "admin" (the broker's own login)
+#   secrets/ROLE.password      password of SCRAM user ROLE (DRIPSTREAM_SASL_PASSWORD_FILE)
+#   secrets/admin.password     password of SCRAM user "admin" (the broker's own login, tools)
 #   secrets/admin.properties   client config for Kafka's command-line tools (--command-config)
 #   secrets/controller.properties  the same for --bootstrap-controller (TLS, broker certificate)
 # The users are created when the storage is formatted. Key, password and config files are
-# mode 0600 and no secret is ever printed; `up` prints the client settings as `export`
-# lines on stdout. A state folder holds either a plain or a secure broker, never both.
+# mode 0600 and no secret is ever printed; `up` prints the admin's client settings as
+# `export` lines on stdout (for `dripstream topics create` / `acls apply`), `env ROLE` a
+# role's. A state folder holds either a plain or a secure broker, never both.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -81,9 +87,10 @@ CA_KEY="$TLS_DIR/ca.key"
 BROKER_CERT="$TLS_DIR/broker.crt"
 BROKER_KEYSTORE="$TLS_DIR/broker.pem"   # PEM keystore: private key + certificate chain
 SECRETS_DIR="$KAFKA_HOME_DIR/secrets"
-CLIENT_USER=dripstream
+# One SCRAM user per role: dripstream.streams.acls.ROLE_NAMES (a test keeps them equal).
+ROLES=(crawler simplify label reconstruct fallback sink monitor)
 ADMIN_USER=admin
-CLIENT_PASSWORD_FILE="$SECRETS_DIR/client.password"
+BROKER_PRINCIPAL="User:CN=localhost"   # the broker certificate's subject (controller listener)
 ADMIN_PASSWORD_FILE="$SECRETS_DIR/admin.password"
 ADMIN_CONFIG="$SECRETS_DIR/admin.properties"
 CONTROLLER_CONFIG="$SECRETS_DIR/controller.properties"
@@ -215,6 +222,11 @@ ssl.keystore.location=$BROKER_KEYSTORE
 ssl.truststore.type=PEM
 ssl.truststore.location=$CA_CERT
 ssl.client.auth=none
+
+# Whatever no ACL allows is denied; only the admin and the broker itself are exempt.
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=false
+super.users=User:$ADMIN_USER;$BROKER_PRINCIPAL
 EOF
 }
 
@@ -238,20 +250,21 @@ ensure_formatted() {
     echo secure >"$MODE_FILE"
     # The SCRAM users are part of the initial metadata. The passwords go through a
     # java @argfile (mode 0600, removed right after) so they never show in `ps`.
-    local argfile="$SECRETS_DIR/format.args"
+    local argfile="$SECRETS_DIR/format.args" user
     (
         umask 077
         printf '%s\n' kafka.tools.StorageTool format --ignore-formatted \
-            -t "$(cat "$CLUSTER_ID_FILE")" -c "\"$SERVER_PROPS\"" \
-            --add-scram "$SCRAM=[name=$CLIENT_USER,password=$(cat "$CLIENT_PASSWORD_FILE")]" \
-            --add-scram "$SCRAM=[name=$ADMIN_USER,password=$(cat "$ADMIN_PASSWORD_FILE")]" \
-            >"$argfile"
+            -t "$(cat "$CLUSTER_ID_FILE")" -c "\"$SERVER_PROPS\"" >"$argfile"
+        for user in "$ADMIN_USER" "${ROLES[@]}"; do
+            printf '%s\n' --add-scram \
+                "$SCRAM=[name=$user,password=$(cat "$(password_file "$user")")]" >>"$argfile"
+        done
     )
     local status=0
     kafka_java "@$argfile" >&2 || status=$?
     rm -f "$argfile"
     (( status == 0 )) || die "formatting the storage failed"
-    log "created SCRAM users '$CLIENT_USER' and '$ADMIN_USER'"
+    log "created SCRAM users '$ADMIN_USER' and, one per role, ${ROLES[*]}"
 }
 
 # A state folder holds the data of one kind of broker: the SCRAM users exist only in
@@ -328,12 +341,15 @@ EOF
     mv "$tmp" "$TLS_DIR"
 }
 
+password_file() { echo "$SECRETS_DIR/$1.password"; }
+
 # Random SCRAM passwords (made once, mode 0600) and the tools' client config.
 ensure_secrets() {
     mkdir -p "$SECRETS_DIR"
     chmod 700 "$SECRETS_DIR"
-    local file
-    for file in "$CLIENT_PASSWORD_FILE" "$ADMIN_PASSWORD_FILE"; do
+    local user file
+    for user in "$ADMIN_USER" "${ROLES[@]}"; do
+        file="$(password_file "$user")"
         [[ -s "$file" ]] && continue
         if [[ -f "$DATA/meta.properties" ]]; then
             die "$file is missing but the storage in $DATA was formatted with it;" \
@@ -365,16 +381,18 @@ ssl.truststore.location=$CA_CERT
 EOF
 }
 
-# Client settings for the secure broker, as shell `export` lines (stdout).
+# Client settings of USER (default: the admin) for the secure broker, as shell `export`
+# lines (stdout).
 print_client_env() {
+    local user="${1:-$ADMIN_USER}"
     printf 'export %s=%q\n' \
         DRIPSTREAM_BROKERS "$HOST:$PORT" \
         DRIPSTREAM_SECURITY_PROTOCOL SASL_SSL \
         DRIPSTREAM_SASL_MECHANISM "$SCRAM" \
-        DRIPSTREAM_SASL_USERNAME "$CLIENT_USER" \
-        DRIPSTREAM_SASL_PASSWORD_FILE "$CLIENT_PASSWORD_FILE" \
+        DRIPSTREAM_SASL_USERNAME "$user" \
+        DRIPSTREAM_SASL_PASSWORD_FILE "$(password_file "$user")" \
         DRIPSTREAM_SSL_CAFILE "$CA_CERT"
-    log "secure: SASL_SSL/$SCRAM, user '$CLIENT_USER', password in $CLIENT_PASSWORD_FILE, CA certificate $CA_CERT"
+    log "secure: SASL_SSL/$SCRAM, user '$user', password in $(password_file "$user"), CA certificate $CA_CERT"
 }
 
 # --- process helpers -----------------------------------------------------------
@@ -426,7 +444,26 @@ cmd_up() {
     # Readiness: the port must open, then the broker must answer ApiVersions.
     await_ready "$pid" "$UP_TIMEOUT"
     log "ready: $HOST:$PORT (pid $pid)"
-    if [[ "$MODE" == secure ]]; then print_client_env; fi
+    if [[ "$MODE" == secure ]]; then
+        print_client_env
+        log "these are the admin's (topics create, acls apply); a worker's: '$0 env ROLE'" \
+            "(roles: ${ROLES[*]})"
+    fi
+}
+
+# `export` lines for one role's client settings (secure mode, secrets already made).
+cmd_env() {
+    [[ "$MODE" == secure ]] || die "'env' is for the secure broker (DRIPSTREAM_KAFKA_SECURE=1)"
+    local role="${1:-}" known
+    for known in "${ROLES[@]}"; do
+        if [[ "$role" == "$known" ]]; then
+            [[ -s "$(password_file "$role")" ]] \
+                || die "no password for '$role' yet: run '$0 up' first"
+            print_client_env "$role"
+            return 0
+        fi
+    done
+    die "'env' takes one role: ${ROLES[*]}"
 }
 
 cmd_reset() {
@@ -435,4 +472,7 @@ cmd_reset() {
     log "wiped $DATA and the cluster id (jars kept); the next 'up' starts an empty cluster"
 }
 
-dispatch "$@"
+case "${1:-}" in
+    env) shift; cmd_env "$@" ;;
+    *) dispatch "$@" ;;
+esac

@@ -1,4 +1,4 @@
-"""Operations on a live pipeline: ``worker``, ``topics``, ``produce``, ``tail``, ``dlq``,
+"""Operations on a live pipeline: ``worker``, ``topics``, ``acls``, ``produce``, ``tail``, ``dlq``,
 ``config`` and ``labellers``."""
 
 from __future__ import annotations
@@ -42,6 +42,16 @@ def cmd_topics(args: argparse.Namespace) -> int:
     else:
         for topic in asyncio.run(describe_topics(settings)):
             print(json.dumps(topic))
+    return 0
+
+
+def cmd_acls(args: argparse.Namespace) -> int:
+    from dripstream.streams.acls import all_acls, apply_acls
+
+    settings = stream_settings(args)
+    acls = asyncio.run(apply_acls(settings)) if args.action == "apply" else all_acls(settings)
+    for acl in acls:
+        print(acl.show())
     return 0
 
 
@@ -215,6 +225,15 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     topics.add_argument("action", choices=("create", "describe"), help="what to do")
     topics.set_defaults(run=cmd_topics)
+
+    acls = add_command(
+        commands,
+        "acls",
+        "show or apply (as the admin) each role's ACLs on a secure broker",
+        "dripstream acls apply",
+    )
+    acls.add_argument("action", choices=("show", "apply"), help="what to do")
+    acls.set_defaults(run=cmd_acls)
 
     produce = add_command(
         commands, "produce", "feed pages to the pages topic", "dripstream produce crawl.warc.gz"

@@ -9,6 +9,7 @@ import yaml
 from dripstream.gpu_worker.profiles import load_profile
 from dripstream.processors.label.registry import LabellerOptions, budget_for
 from dripstream.processors.sinks import SINKS
+from dripstream.streams.acls import CRAWLER, MONITOR, ROLE_NAMES
 from dripstream.streams.settings import SETTINGS, StreamSettings
 from dripstream.streams.stages import DEFAULT_STAGES, STAGES
 
@@ -72,9 +73,11 @@ def test_configured_variables_are_documented_settings() -> None:
     }
     for config in by_kind("ConfigMap"):
         assert set(config["data"]) <= known
-    for deployment in by_kind("Deployment"):
-        for env in deployment["spec"]["template"]["spec"]["containers"][0].get("env", []):
-            assert env["name"] in known or env["name"].startswith("DRIPSTREAM_VLLM_")
+    for workload in by_kind("Deployment") + by_kind("Job"):
+        spec = workload["spec"]["template"]["spec"]
+        for container in spec["containers"] + spec.get("initContainers", []):
+            for env in container.get("env", []):
+                assert env["name"] in known or env["name"].startswith("DRIPSTREAM_VLLM_")
 
 
 def test_simplify_and_label_budget_with_one_profile_and_its_tokenizer() -> None:
@@ -112,35 +115,97 @@ def test_the_simplify_stage_budgets_for_the_labeller_the_label_stage_runs() -> N
     assert budget.context_tokens == profile.context_tokens
 
 
-def _secret_keys_read() -> set[str]:
-    keys = set()
-    for doc in documents():
-        if doc["kind"] == "TriggerAuthentication":
-            keys |= {ref["key"] for ref in doc["spec"]["secretTargetRef"]}
-        if doc["kind"] != "Deployment":
-            continue
-        spec = doc["spec"]["template"]["spec"]
-        for container in spec["containers"] + spec.get("initContainers", []):
-            for env in container.get("env", []):
-                ref = env.get("valueFrom", {}).get("secretKeyRef")
-                if ref:
-                    keys.add(ref["key"])
-        for volume in spec["volumes"]:
-            if "secret" in volume:
-                keys |= {item["key"] for item in volume["secret"]["items"]}
-    return keys
+def _secrets_read(doc: dict) -> dict[str, set[str]]:
+    """Secret name -> the keys a workload or a TriggerAuthentication reads of it."""
+    read: dict[str, set[str]] = {}
+    if doc["kind"] == "TriggerAuthentication":
+        for ref in doc["spec"]["secretTargetRef"]:
+            read.setdefault(ref["name"], set()).add(ref["key"])
+        return read
+    spec = doc["spec"]["template"]["spec"]
+    for container in spec["containers"] + spec.get("initContainers", []):
+        for env in container.get("env", []):
+            ref = env.get("valueFrom", {}).get("secretKeyRef")
+            if ref:
+                read.setdefault(ref["name"], set()).add(ref["key"])
+    for volume in spec["volumes"]:
+        if "secret" in volume:
+            keys = {item["key"] for item in volume["secret"]["items"]}
+            read.setdefault(volume["secret"]["secretName"], set()).update(keys)
+    return read
 
 
-def test_the_secret_template_has_every_key_the_manifests_read() -> None:
-    secret = yaml.safe_load((K8S / "secret.example.yaml").read_text())
-    assert secret["metadata"]["name"] == "dripstream-kafka"
-    assert _secret_keys_read() == set(secret["stringData"])
-    assert {"sasl-mechanism", "tls", "username", "password", "ca.crt"} <= set(secret["stringData"])
+def _readers() -> list[dict]:
+    docs = documents() + documents(K8S / "sink")
+    kinds = ("Deployment", "Job", "TriggerAuthentication")
+    return [doc for doc in docs if doc["kind"] in kinds]
+
+
+def _secret_templates() -> dict[str, dict[str, str]]:
+    found = {}
+    for path in (K8S / "secret.example.yaml", K8S / "sink" / "secret.example.yaml"):
+        for doc in yaml.safe_load_all(path.read_text()):
+            found[doc["metadata"]["name"]] = doc["stringData"]
+    return found
+
+
+def _role_of(secret: str) -> str | None:
+    """The broker role whose credentials a Secret holds (None: not the broker's)."""
+    return (
+        secret.removeprefix("dripstream-kafka-") if secret.startswith("dripstream-kafka-") else None
+    )
+
+
+def test_the_secret_templates_have_every_key_the_manifests_read() -> None:
+    templates = _secret_templates()
+    read: dict[str, set[str]] = {}
+    for doc in _readers():
+        for name, keys in _secrets_read(doc).items():
+            read.setdefault(name, set()).update(keys)
+    assert {name: set(keys) for name, keys in templates.items()} == read
+    for name, data in templates.items():
+        role = _role_of(name)
+        if role is not None:
+            assert data["username"] == role, name
+
+
+def test_each_pod_holds_only_its_own_role_s_broker_credentials() -> None:
+    """A worker logs in as its stage's role, KEDA as the monitor, the setup Job as the
+    admin; no pod can read another role's Secret."""
+    roles_seen = set()
+    for doc in _readers():
+        broker_secrets = {_role_of(name) for name in _secrets_read(doc)} - {None}
+        if doc["kind"] == "Deployment":
+            (container,) = doc["spec"]["template"]["spec"]["containers"]
+            expected = container["args"][container["args"].index("--stages") + 1]
+        elif doc["kind"] == "Job":
+            expected = "admin"
+        else:
+            expected = MONITOR
+        assert broker_secrets == {expected}, doc["metadata"]["name"]
+        roles_seen.add(expected)
+    assert roles_seen == set(ROLE_NAMES) - {CRAWLER} | {"admin"}
+
+
+def test_only_the_setup_job_creates_topics_and_acls_as_the_admin() -> None:
+    for deployment in by_kind("Deployment") + [
+        doc for doc in documents(K8S / "sink") if doc["kind"] == "Deployment"
+    ]:
+        spec = deployment["spec"]["template"]["spec"]
+        assert "initContainers" not in spec
+        assert [c["args"][0] for c in spec["containers"]] == ["worker"]
+    (job,) = by_kind("Job")
+    spec = job["spec"]["template"]["spec"]
+    (topics,) = spec["initContainers"]
+    (acls,) = spec["containers"]
+    assert topics["args"] == ["topics", "create"] and acls["args"] == ["acls", "apply"]
+    assert topics["envFrom"] == acls["envFrom"] == [{"configMapRef": {"name": "dripstream"}}]
+    assert set(_secrets_read(job)) == {"dripstream-kafka-admin"}
 
 
 def test_keda_gets_the_workers_sasl_mechanism_in_its_own_spelling() -> None:
     config = config_map()
-    secret = yaml.safe_load((K8S / "secret.example.yaml").read_text())["stringData"]
+    secret = _secret_templates()["dripstream-kafka-monitor"]
     keda_names = {"SCRAM-SHA-512": "scram_sha512", "SCRAM-SHA-256": "scram_sha256"}
     assert secret["sasl-mechanism"] == keda_names[config["data"]["DRIPSTREAM_SASL_MECHANISM"]]
     assert secret["tls"] == "enable" and "SSL" in config["data"]["DRIPSTREAM_SECURITY_PROTOCOL"]
@@ -156,15 +221,6 @@ def test_the_models_volume_claim_is_shipped_and_mounted_read_only() -> None:
                     "readOnly": True,
                 }
     assert "ReadWriteMany" in claim["spec"]["accessModes"]  # many pods, many nodes
-
-
-def test_every_worker_pod_creates_the_topics_before_it_starts() -> None:
-    for deployment in by_kind("Deployment"):
-        spec = deployment["spec"]["template"]["spec"]
-        (init,) = spec["initContainers"]
-        assert init["args"] == ["topics", "create"]
-        assert init["image"] == spec["containers"][0]["image"]
-        assert init["envFrom"] == spec["containers"][0]["envFrom"]
 
 
 def test_topic_partitions_match_the_largest_replica_count() -> None:
@@ -281,9 +337,8 @@ def test_the_optional_sink_stage_scales_on_the_records_topic_with_documented_set
     assert trigger["metadata"]["consumerGroup"] == settings.group_id()
     assert trigger["metadata"]["topic"] == settings.topic_prefix + STAGES["sink"].input_topic
     assert [doc["kind"] for doc in docs].count("PodDisruptionBudget") == 1
-    secret = yaml.safe_load((K8S / "sink" / "secret.example.yaml").read_text())
-    read = {env["DRIPSTREAM_SEARCH_USERNAME"]["valueFrom"]["secretKeyRef"]["key"]}
-    for volume in pod["volumes"]:
-        if volume["secret"]["secretName"] == secret["metadata"]["name"]:
-            read |= {item["key"] for item in volume["secret"]["items"]}
-    assert read == set(secret["stringData"])
+    search = _secret_templates()["dripstream-search"]
+    assert env["DRIPSTREAM_SEARCH_USERNAME"]["valueFrom"]["secretKeyRef"]["name"] == (
+        "dripstream-search"
+    )
+    assert _secrets_read(deployment)["dripstream-search"] == set(search)
