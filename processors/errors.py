@@ -6,6 +6,9 @@ Every failure a page can cause is one of these; the stream turns them into dead 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class PageError(Exception):
     """Base class: a page that cannot be processed, with a stable reason code."""
@@ -29,7 +32,21 @@ class ErrorStatus(PageError):
 
 
 class TooLarge(PageError):
+    """The input is larger than a page may be: its bytes, its decoded body in any coding,
+    or what decoding it needs (``decoding``)."""
+
     reason = "too_large"
+
+
+@contextmanager
+def decoding(what: str) -> Iterator[None]:
+    """Undoing an input's encodings (JSON, base64, HTTP codings, charset) that runs out of
+    the page's memory means the input is too large: ``TooLarge``, the same class whatever
+    the encoding, not a fault of the page's processing (``PageMemoryExceeded``)."""
+    try:
+        yield
+    except MemoryError:
+        raise TooLarge(f"decoding {what} needs more than a page's memory") from None
 
 
 class TooDeep(PageError):

@@ -19,7 +19,13 @@ from dataclasses import dataclass
 
 import msgspec
 
-from dripstream.processors.errors import ErrorStatus, NothingSelected, PageError, TooLarge
+from dripstream.processors.errors import (
+    ErrorStatus,
+    NothingSelected,
+    PageError,
+    TooLarge,
+    decoding,
+)
 from dripstream.processors.extract.budget import PipelineSettings
 from dripstream.processors.extract.fallback import EXTRACTOR as FALLBACK_EXTRACTOR
 from dripstream.processors.extract.fallback import fallback_markdown
@@ -133,7 +139,8 @@ def simplify_page(
         raise ErrorStatus(f"HTTP status {raw.status}: a redirect or error page, not content")
     started = time.perf_counter()
     crawl = crawl_info(raw)
-    text, utf8 = decoded_page_utf8(raw, settings.simplify.max_input_chars)
+    with decoding("the page"):
+        text, utf8 = decoded_page_utf8(raw, settings.simplify.max_input_chars)
     document = simplify(text, settings.simplify, utf8)
     pid = page_id(raw.url, raw.html)
     tokens = settings.token_counter.count(document.simplified_html)

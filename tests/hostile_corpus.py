@@ -20,8 +20,11 @@ so a test (offline or on the stream) can regenerate the corpus anywhere.
 
 from __future__ import annotations
 
+import base64
 import gzip
+import json
 import random
+import zlib
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -353,6 +356,69 @@ SLOW_CASES: dict[str, Callable[[], HostileCase]] = {
         ),
     )
 }
+
+
+# -- coding bombs: crawler records whose body, once decoded, is far more than a page -----
+
+BOMB_DECODED_MIB = 96  # over the decoded-body limit (64 MiB)
+
+
+def _codings(body: bytes) -> dict[str, tuple[str, bytes]]:
+    """name -> (Content-Encoding, encoded body)."""
+    import brotli
+
+    raw = zlib.compressobj(1, zlib.DEFLATED, -zlib.MAX_WBITS)
+    return {
+        "gzip": ("gzip", gzip.compress(body, 1)),
+        "deflate": ("deflate", zlib.compress(body, 1)),
+        "raw-deflate": ("deflate", raw.compress(body) + raw.flush()),
+        "br": ("br", brotli.compress(body, quality=1)),
+    }
+
+
+def _warc_value(url: str, coding: str, body: bytes) -> bytes:
+    http = (
+        f"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Encoding: {coding}\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    head = (
+        "WARC/1.0\r\nWARC-Type: response\r\n"
+        f"WARC-Record-ID: <urn:uuid:{zlib.crc32(url.encode()):032x}>\r\n"
+        f"WARC-Target-URI: {url}\r\nWARC-Date: 2024-05-01T12:00:00Z\r\n"
+        "Content-Type: application/http; msgtype=response\r\n"
+        f"Content-Length: {len(http)}\r\n\r\n"
+    ).encode()
+    return head + http + b"\r\n\r\n"
+
+
+def coding_bombs() -> list[tuple[str, str, bytes]]:
+    """(name, form, value) of records whose decoded body is over the limit, in every
+    content coding, as a Scrapy item with a base64 body (``jsonl``) and as a WARC response
+    record (``warc``); plus a plain base64 body of more characters than a page may have.
+    Each must be refused as ``TooLarge``, offline and in the stream alike."""
+    body = b"<html><body>" + b"<p>bomb</p>" * (BOMB_DECODED_MIB * MIB // 11)
+    bombs = []
+    for name, (coding, encoded) in _codings(body).items():
+        url = f"https://bomb.example/{name}"
+        item = {
+            "url": url,
+            "status": 200,
+            "body": base64.b64encode(encoded).decode(),
+            "body_encoding": "base64",
+            "headers": {"Content-Type": ["text/html"], "Content-Encoding": [coding]},
+        }
+        bombs.append((f"{name}-item", "jsonl", json.dumps(item).encode()))
+        bombs.append((f"{name}-warc", "warc", _warc_value(url, coding, encoded)))
+    plain = b"<html><body>" + b"<p>plain</p>" * (20 * MIB // 12)
+    item = {
+        "url": "https://bomb.example/base64",
+        "status": 200,
+        "body": base64.b64encode(plain).decode(),
+        "body_encoding": "base64",
+        "headers": {"Content-Type": ["text/html"]},
+    }
+    bombs.append(("base64-item", "jsonl", json.dumps(item).encode()))
+    return bombs
 
 
 # -- checking rendered output -----------------------------------------------------------------

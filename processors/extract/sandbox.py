@@ -8,7 +8,8 @@ most ``timeout_s``:
 
 - a page that runs past its time is killed with the child: ``PageTimeout``;
 - a page that exhausts the memory cap (``MemoryError`` in the child, or the child dying
-  because an allocation failed): ``PageMemoryExceeded``;
+  because an allocation failed): ``PageMemoryExceeded``; an item too large for the
+  child to receive at all: ``TooLarge``;
 - a child that died for another reason (a crash in native code): ``WorkerCrashed``.
 
 The child is then restarted and the batch goes on with the next item, so one page can
@@ -40,7 +41,13 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Generic, TypeVar
 
-from dripstream.processors.errors import PageError, PageMemoryExceeded, PageTimeout, WorkerCrashed
+from dripstream.processors.errors import (
+    PageError,
+    PageMemoryExceeded,
+    PageTimeout,
+    TooLarge,
+    WorkerCrashed,
+)
 
 C = TypeVar("C")
 T = TypeVar("T")
@@ -281,10 +288,8 @@ class Sandbox(Generic[C]):
         log.warning("sandbox child died (exit code %s); restarting", code)
         # An allocation the cap refused ends as SIGSEGV/SIGABRT in native code as often as
         # a MemoryError: both are the page's doing, so both count as memory.
-        if code == MEMORY_EXIT:
-            return PageMemoryExceeded(
-                f"the page itself is over the {self.limits.memory_mib} MiB limit"
-            )
+        if code == MEMORY_EXIT:  # the input itself could not be received
+            return TooLarge(f"the input itself is over the {self.limits.memory_mib} MiB limit")
         if code is not None and code < 0:
             return PageMemoryExceeded(
                 f"the page's work died with signal {-code} under the "

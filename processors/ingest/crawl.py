@@ -108,28 +108,42 @@ def dechunk(body: bytes) -> bytes | None:
     return None if first else bytes(out)  # truncated: what arrived
 
 
-def _inflate(data: bytes, wbits: int, limit: int) -> bytes:
-    """zlib / gzip (every member) / raw deflate, bounded; raises zlib.error on bad data."""
+_STEP = 1024 * 1024  # decompressed bytes produced per step
+
+
+def _collect(steps: Iterator[bytes], limit: int) -> bytes:
+    """The decompressed body, built a step at a time: TooLarge once it passes ``limit``,
+    so a bomb never holds more than ``limit`` plus one step, whatever the coding."""
     out = bytearray()
+    for step in steps:
+        out += step
+        if len(out) > limit:
+            raise TooLarge(f"the decompressed body is larger than {limit} bytes")
+    return bytes(out)
+
+
+def _inflate_steps(data: bytes, wbits: int) -> Iterator[bytes]:
+    """zlib / gzip (every member) / raw deflate; raises zlib.error on bad data."""
     while True:
         inflater = zlib.decompressobj(wbits)
-        out += inflater.decompress(data, limit + 1 - len(out))
-        if len(out) > limit or inflater.unconsumed_tail:
-            raise TooLarge(f"the decompressed body is larger than {limit} bytes")
+        pending = data
+        while pending:
+            yield inflater.decompress(pending, _STEP)
+            pending = inflater.unconsumed_tail
+        yield inflater.flush()
         data = inflater.unused_data
         if not (inflater.eof and wbits == _GZIP_WBITS and data.lstrip(b"\x00")):
-            return bytes(out)
+            return
         data = data.lstrip(b"\x00")
 
 
-def _unbrotli(data: bytes, limit: int) -> bytes:
+def _unbrotli_steps(data: bytes) -> Iterator[bytes]:
     import brotli
 
     decompressor = brotli.Decompressor()
-    out = decompressor.process(data, output_buffer_limit=limit + 1)
-    if len(out) > limit or not decompressor.can_accept_more_data():
-        raise TooLarge(f"the decompressed body is larger than {limit} bytes")
-    return out
+    yield decompressor.process(data, output_buffer_limit=_STEP)
+    while not decompressor.can_accept_more_data():
+        yield decompressor.process(b"", output_buffer_limit=_STEP)
 
 
 def decode_content(data: bytes, coding: str, limit: int = MAX_BODY_BYTES) -> bytes:
@@ -138,17 +152,17 @@ def decode_content(data: bytes, coding: str, limit: int = MAX_BODY_BYTES) -> byt
     coding = coding.strip().lower()
     try:
         if coding in ("gzip", "x-gzip"):
-            return _inflate(data, _GZIP_WBITS, limit)
+            return _collect(_inflate_steps(data, _GZIP_WBITS), limit)
         if coding == "deflate":  # zlib-wrapped as the RFC says, or raw as some servers send
             try:
-                return _inflate(data, zlib.MAX_WBITS, limit)
+                return _collect(_inflate_steps(data, zlib.MAX_WBITS), limit)
             except zlib.error:
-                return _inflate(data, -zlib.MAX_WBITS, limit)
+                return _collect(_inflate_steps(data, -zlib.MAX_WBITS), limit)
         if coding == "br":
             import brotli
 
             try:
-                return _unbrotli(data, limit)
+                return _collect(_unbrotli_steps(data), limit)
             except brotli.error as error:
                 raise ValueError(f"not br data: {error}") from None
     except zlib.error as error:

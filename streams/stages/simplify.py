@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from dripstream.processors.errors import TooLarge
+from dripstream.processors.errors import TooLarge, decoding
 from dripstream.processors.label.registry import budget_for
 from dripstream.processors.pipeline import simplify_page
 from dripstream.streams.adapter import MalformedInput, check_envelope, parse_raw_page
@@ -44,7 +44,8 @@ def simplify_message(cpu: CpuContext, message: Inbound) -> Outbound:
     """One page, in the page runner."""
 
     def step() -> msgspec.Struct:
-        raw = parse_raw_page(message.key, message.value, message.headers)
+        with decoding("the message"):
+            raw = parse_raw_page(message.key, message.value, message.headers)
         return simplify_page(raw, cpu.pipeline, message.ref())
 
     return guarded(NAME, ROUTES, message, cpu, step)

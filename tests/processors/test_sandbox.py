@@ -7,7 +7,13 @@ import time
 import pytest
 from sandbox_work import echo, misbehave
 
-from dripstream.processors.errors import NotHtml, PageMemoryExceeded, PageTimeout, WorkerCrashed
+from dripstream.processors.errors import (
+    NotHtml,
+    PageMemoryExceeded,
+    PageTimeout,
+    TooLarge,
+    WorkerCrashed,
+)
 from dripstream.processors.extract.sandbox import InProcess, Limits, Sandbox, memory_error_for
 
 
@@ -78,7 +84,7 @@ def test_in_process_runner_has_the_same_interface() -> None:
     assert isinstance(bad, NotHtml)
 
 
-def test_an_item_too_big_to_receive_is_a_memory_error_not_a_crash(sandbox: Sandbox) -> None:
+def test_an_item_too_big_to_receive_is_too_large_not_a_crash(sandbox: Sandbox) -> None:
     huge, after = sandbox.map(echo, ["x" * (400 * 1024 * 1024), "fine"])
-    assert isinstance(huge, PageMemoryExceeded)
+    assert isinstance(huge, TooLarge)
     assert after == "ctx:fine"

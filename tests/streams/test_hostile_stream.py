@@ -12,7 +12,7 @@ import time
 import urllib.request
 
 import pytest
-from hostile_corpus import RECORD, assert_renders_harmless, hostile_cases
+from hostile_corpus import RECORD, assert_renders_harmless, coding_bombs, hostile_cases
 
 from dripstream.streams.envelope import SOURCE_HEADER
 from dripstream.streams.kafka import producer
@@ -100,6 +100,9 @@ def test_the_hostile_corpus_ends_as_records_or_dead_letters_within_bounds(
         )
         for case in cases
     ]
+    # Crawler records whose body decodes to more than a page, in every content coding.
+    bombs = coding_bombs()
+    messages += [(f"bomb-{name}".encode(), None, value) for name, _, value in bombs]
     # A key of 30 MiB with an empty value (the key alone once jammed the stage).
     messages.append((b"hostile-huge-key", b"k" * (30 * 1024 * 1024), b""))
     port = _free_port()
@@ -128,6 +131,7 @@ def test_the_hostile_corpus_ends_as_records_or_dead_letters_within_bounds(
     assert ledger.lost == 0, (ledger, workers.logs())
     assert worker.poll() is None, "the worker survived"
     assert classes["hostile-huge-key"] == "MalformedInput"
+    assert {classes.get(f"bomb-{name}") for name, _, _ in bombs} == {"TooLarge"}
     for case in cases:
         outcome = classes.get(f"hostile-{case.name}", RECORD)
         expected = {case.expected} if isinstance(case.expected, str) else case.expected
