@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.conn import create_conn
 from aiokafka.errors import (
     ClusterAuthorizationFailedError,
@@ -32,7 +33,7 @@ from aiokafka.errors import (
     TopicAuthorizationFailedError,
 )
 
-from dripstream.streams.acls import ROLE_NAMES, apply_acls
+from dripstream.streams.acls import ROLE_NAMES, apply_acls, stage_group
 from dripstream.streams.kafka import client_options, consumer, create_topics, producer
 from dripstream.streams.settings import StreamSettings
 from dripstream.streams.tools import produce_pages, read_topics, wait_for_outputs
@@ -320,6 +321,25 @@ def test_tls_without_the_ca_is_refused(
 PIPELINE_ROLES = ("simplify", "label", "reconstruct", "fallback", "sink")
 
 
+async def _lag_view(settings: StreamSettings) -> tuple[dict, dict]:
+    """The simplify group's committed offsets and the pages topic's end offsets, read as
+    the monitor role."""
+    monitor = as_role(settings, "monitor")
+    admin = AIOKafkaAdminClient(**client_options(monitor))
+    await admin.start()
+    try:
+        committed = await admin.list_consumer_group_offsets(stage_group(monitor, "simplify"))
+    finally:
+        await admin.close()
+    reader = consumer(monitor)
+    await reader.start()
+    try:
+        ends = await reader.end_offsets(list(committed))
+    finally:
+        await reader.stop()
+    return committed, ends
+
+
 def test_one_worker_per_stage_each_with_its_own_principal_turns_a_page_into_a_record(
     secure_topics: StreamSettings, tmp_path: Path
 ) -> None:
@@ -379,6 +399,12 @@ def test_one_worker_per_stage_each_with_its_own_principal_turns_a_page_into_a_re
     assert [message.topic for message in outputs] == [RECORDS], everything
     assert json.loads(outputs[0].value)["url"] == url
     assert url in sunk.read_text(), everything
+    # KEDA's view, as the monitor: the simplify group's committed offsets and the pages
+    # topic's end offsets (its lag), though it may read no message.
+    committed, ends = asyncio.run(asyncio.wait_for(_lag_view(secure_settings), 60))
+    positions = {part: meta.offset for part, meta in committed.items() if meta.offset >= 0}
+    assert max(positions.values()) == 1  # the one page, committed
+    assert all(ends[part] == position for part, position in positions.items())  # no lag
     for role, logged in logs.items():
         assert f"Authenticated as {role} via SCRAM-SHA-512" in logged, logged[-3000:]
         assert "Authenticated as admin" not in logged
