@@ -184,6 +184,7 @@ class Setting:
         return SettingsError(f"{self.env}={text!r}: expected {self.expected()}")
 
 
+TEMPLATE_KEY_MIN_BYTES = 16  # DRIPSTREAM_TEMPLATE_KEY_FILE: a shorter key is refused
 _SHARE = {"low": 0.0, "high": 1.0}  # a share, 0..1
 _POSITIVE_SHARE = {"low": 0.0, "high": 1.0, "above": True}  # a share above 0, at most 1
 
@@ -544,6 +545,23 @@ SETTINGS: tuple[Setting, ...] = (
         "templates",
         low=1,
     ),
+    Setting(
+        "DRIPSTREAM_TEMPLATE_CACHE_MIB",
+        int,
+        _default_of(TemplateSettings, "max_bytes") // 1024**2,
+        "memory a worker's template cache may hold, MiB (accounted; least recent sites evicted)",
+        "templates",
+        low=1,
+    ),
+    Setting(
+        "DRIPSTREAM_TEMPLATE_KEY_FILE",
+        str,
+        "",
+        "file holding the key (at least 16 bytes) that signs and checks site states on the"
+        " templates topic (HMAC-SHA256); unset: templates are not shared, each worker keeps"
+        " its own",
+        "templates",
+    ),
     # sandbox
     Setting(
         "DRIPSTREAM_PAGE_TIMEOUT_S",
@@ -729,6 +747,7 @@ class StreamSettings:
     template_shadow_rate: float
     template_min_teacher_confidence: float
     template_sites: int
+    template_cache_mib: int
     max_batch: int
     max_wait_ms: int
     label_retries: int
@@ -749,6 +768,8 @@ class StreamSettings:
     ssl_certfile: str
     ssl_keyfile: str
     sasl_password_file: str = ""
+    template_key_file: str = ""
+    template_key: bytes = field(default=b"", repr=False)
     search_password_file: str = ""
     search: SearchOptions = field(default_factory=SearchOptions)
     learned: LearnedOptions = field(default_factory=LearnedOptions)
@@ -786,6 +807,19 @@ class StreamSettings:
                     options[secret]["password"] = password
                 else:
                     values["sasl_password"] = password
+        key_file = values["template_key_file"]
+        if key_file:
+            try:
+                values["template_key"] = Path(key_file).read_bytes().strip()
+            except OSError as error:
+                raise SettingsError(
+                    f"DRIPSTREAM_TEMPLATE_KEY_FILE={key_file!r}: {error.strerror}"
+                ) from None
+            if len(values["template_key"]) < TEMPLATE_KEY_MIN_BYTES:
+                raise SettingsError(
+                    f"DRIPSTREAM_TEMPLATE_KEY_FILE={key_file!r}: expected a key of at least"
+                    f" {TEMPLATE_KEY_MIN_BYTES} bytes"
+                )
         for name, kind in OPTION_TYPES.items():
             values[name] = kind(**options[name])
         values.update(overrides)
@@ -816,6 +850,7 @@ class StreamSettings:
             shadow_rate=self.template_shadow_rate,
             min_teacher_confidence=self.template_min_teacher_confidence,
             max_sites=self.template_sites,
+            max_bytes=self.template_cache_mib * 1024**2,
         )
 
     def limits(self) -> Limits:

@@ -10,17 +10,29 @@ publishes the sites that batch changed, before the batch is acknowledged. Pages 
 re-keying, any worker can serve any site, a rebalance moves nothing, and a worker
 killed with ``kill -9`` comes back with every template published before it died.
 Compaction keeps one record per site; a tombstone (``templates drop``) removes one.
+
+**Authenticated states.** Every record carries ``SIGNATURE_HEADER``: HMAC-SHA256, under the
+key of ``DRIPSTREAM_TEMPLATE_KEY_FILE``, of the site and the value (``sign``). A worker
+loads a record only when its signature checks; a record without one or with a wrong one
+is ignored and counted (``unauthenticated_state``), as is one over ``max_site_bytes``,
+unreadable, or over the cache's bounds (``rejected_state``). Without a key nothing is
+shared: the worker neither reads nor writes the topic, keeps its own templates and says
+so in its log. A loaded state is on probation (``TemplateCache.load``). A site's state that
+cannot be sent (over ``max_site_bytes`` or the broker's message size) is dropped from
+that publish and counted (``unpublishable_state``); the other sites go on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
 import logging
 import uuid
 
 from aiokafka import TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
 from dripstream.processors.label.templates import TemplateCache
 from dripstream.streams import metrics
@@ -32,6 +44,20 @@ from dripstream.topics.records import SiteState
 
 log = logging.getLogger("dripstream.templates")
 WRITER_HEADER = "dripstream-writer"
+SIGNATURE_HEADER = "dripstream-signature"
+
+
+def sign(key: bytes, site: str, value: bytes | None) -> bytes:
+    """The HMAC-SHA256 (hex) of a templates record: its site, a zero byte, its value (a
+    tombstone: none), under ``key``."""
+    message = site.encode() + b"\0" + (value or b"")
+    return hmac.new(key, message, hashlib.sha256).hexdigest().encode()
+
+
+def authentic(key: bytes, site: str, value: bytes | None, headers: dict[str, bytes]) -> bool:
+    """The record's ``SIGNATURE_HEADER`` is the signature of its site and value."""
+    signature = headers.get(SIGNATURE_HEADER)
+    return signature is not None and hmac.compare_digest(signature, sign(key, site, value))
 
 
 class TemplateStore:
@@ -43,7 +69,9 @@ class TemplateStore:
         self.cache = cache
         self.topic = settings.topic_prefix + TEMPLATES
         self.writer = uuid.uuid4().hex.encode()
+        self.key = settings.template_key
         self.loaded = 0
+        self._begun = False
         self._producer = None
         self._consumer = None
         self._tail: asyncio.Task | None = None
@@ -53,11 +81,20 @@ class TemplateStore:
     async def ensure_started(self) -> None:
         """Start once (the label stage calls this before its first batch)."""
         async with self._started:
-            if self._producer is None:
+            if not self._begun:
                 await self.start()
+                self._begun = True
 
     async def start(self) -> None:
-        """Load every site from the topic, then follow it in the background."""
+        """Load every site from the topic, then follow it in the background (without a
+        key: nothing, the templates stay this worker's)."""
+        if not self.key:
+            log.warning(
+                "DRIPSTREAM_TEMPLATE_KEY_FILE is not set: site templates are not shared"
+                " through %s (each worker learns its own)",
+                self.topic,
+            )
+            return
         found = await topic_partitions(self.settings, [self.topic])
         partitions = [TopicPartition(self.topic, p) for p in found.get(self.topic, [])]
         self._producer = producer(self.settings)
@@ -91,13 +128,33 @@ class TemplateStore:
                 if not own_too and headers.get(WRITER_HEADER) == self.writer:
                     continue  # our own update: the cache is already newer
                 site = (record.key or b"").decode("utf-8", "replace")
-                try:
-                    state = from_msgpack(record.value, SiteState) if record.value else None
-                except Exception:  # a bad record must not stop the stage
-                    log.warning("unreadable template record for %s skipped", site)
-                    continue
-                self.cache.load(state, site)
-                self.loaded += 1
+                self._take(site, record.value, headers)
+
+    def _take(self, site: str, value: bytes | None, headers: dict[str, bytes]) -> None:
+        """Load one record into the cache when it is authentic, small enough and
+        readable; otherwise count and log why not."""
+        if not authentic(self.key, site, value, headers):
+            self.cache.counts["unauthenticated_state"] += 1
+            log.warning("template record for %r without a valid signature ignored", site[:200])
+            return
+        limit = self.cache.settings.max_site_bytes
+        if value and len(value) > limit:
+            self._refuse(site, f"{len(value)} bytes, over {limit}")
+            return
+        try:
+            state = from_msgpack(value, SiteState) if value else None
+        except Exception as error:  # a bad record must not stop the stage
+            self._refuse(site, f"unreadable ({type(error).__name__})")
+            return
+        why = self.cache.load(state, site, remote=True)  # counts what it refuses
+        if not why:
+            self.loaded += 1
+        elif why != "stale":
+            log.warning("template record for %r refused: %s", site[:200], why)
+
+    def _refuse(self, site: str, why: str) -> None:
+        self.cache.counts["rejected_state"] += 1
+        log.warning("template record for %r refused: %s", site[:200], why)
 
     async def _follow(self) -> None:
         while True:
@@ -115,29 +172,57 @@ class TemplateStore:
         a cache, so a failed send is logged and retried with the next batch, and never
         stops the label stage (an idempotent producer cannot resume after some broker
         outages: it is replaced)."""
-        self._count()
         sites = self.cache.drain_changed()
         if not sites or self._producer is None:
+            self._count()
             return 0
-        try:
-            pending = []
-            for site in sites:
-                state = self.cache.state(site)
-                value = to_msgpack(state) if state is not None else None
-                pending.append(
-                    await self._producer.send(
-                        self.topic, value, key=site.encode(), headers=[(WRITER_HEADER, self.writer)]
-                    )
+        pending: list[tuple[str, asyncio.Future]] = []
+        retry: list[str] = []
+        failure: BaseException | None = None
+        for index, site in enumerate(sites):
+            state = self.cache.state(site)
+            value = to_msgpack(state) if state is not None else None
+            if value is not None and len(value) > self.cache.settings.max_site_bytes:
+                self._unpublishable(site, f"{len(value)} bytes")
+                continue
+            signature = sign(self.key, site, value)
+            headers = [(WRITER_HEADER, self.writer), (SIGNATURE_HEADER, signature)]
+            try:
+                future = await self._producer.send(
+                    self.topic, value, key=site.encode(), headers=headers
                 )
-            await asyncio.gather(*pending)
-        except KafkaError as error:
+            except MessageSizeTooLargeError as error:
+                self._unpublishable(site, str(error))
+            except KafkaError as error:
+                failure = error
+                retry.extend(sites[index:])
+                break
+            else:
+                pending.append((site, future))
+        results = await asyncio.gather(*(future for _, future in pending), return_exceptions=True)
+        published = 0
+        for (site, _), result in zip(pending, results, strict=True):
+            if isinstance(result, MessageSizeTooLargeError):
+                self._unpublishable(site, str(result))
+            elif isinstance(result, BaseException):
+                failure = failure or result
+                retry.append(site)
+            else:
+                published += 1
+        self._count()
+        if failure is not None:
             log.warning(
-                "publishing %d site templates failed (%s); retrying later", len(sites), error
+                "publishing %d site templates failed (%s); retrying later", len(retry), failure
             )
-            self.cache.changed.update(sites)
+            self.cache.changed.update(retry)
             await self._replace_producer()
-            return 0
-        return len(sites)
+        return published
+
+    def _unpublishable(self, site: str, why: str) -> None:
+        """A site's state that can never be sent: dropped from the publish, never retried
+        until it changes again, so it cannot hold back the sites after it."""
+        self.cache.counts["unpublishable_state"] += 1
+        log.warning("the templates of %r cannot be published (%s); not shared", site, why)
 
     async def _replace_producer(self) -> None:
         with contextlib.suppress(Exception):
@@ -174,6 +259,11 @@ async def read_site_states(settings: StreamSettings) -> dict[str, SiteState]:
     states: dict[str, SiteState] = {}
     for message in await read_topics(settings, [TEMPLATES], idle_s=1.0):
         site = (message.key or b"").decode("utf-8", "replace")
+        headers = dict(message.headers or ())
+        if settings.template_key and not authentic(
+            settings.template_key, site, message.value, headers
+        ):
+            continue  # what the workers would not load
         if message.value:
             states[site] = from_msgpack(message.value, SiteState)
         else:
@@ -182,10 +272,16 @@ async def read_site_states(settings: StreamSettings) -> dict[str, SiteState]:
 
 
 async def drop_site(settings: StreamSettings, site: str) -> None:
-    """A tombstone: every worker forgets the site's templates and relearns them."""
+    """A tombstone, signed with the workers' key: every worker forgets the site's
+    templates and relearns them."""
     client = producer(settings)
     await client.start()
     try:
-        await client.send_and_wait(settings.topic_prefix + TEMPLATES, None, key=site.encode())
+        await client.send_and_wait(
+            settings.topic_prefix + TEMPLATES,
+            None,
+            key=site.encode(),
+            headers=[(SIGNATURE_HEADER, sign(settings.template_key, site, None))],
+        )
     finally:
         await client.stop()

@@ -6,7 +6,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 from selectolax.lexbor import LexborHTMLParser
+from template_helpers import Teacher, article, crafted_state, simplified
 
+from dripstream.processors.extract.html_tags import block_text
 from dripstream.processors.label.base import LabelOutcome
 from dripstream.processors.label.templates import (
     EMPTY_MARK,
@@ -26,47 +28,8 @@ from dripstream.processors.label.templates import (
     site_summary,
     text_weight,
 )
-from dripstream.processors.pipeline import PipelineSettings, simplify_page
 from dripstream.topics.codecs import from_msgpack, to_msgpack
-from dripstream.topics.records import MAIN, OTHER, ClusterState, RawPage, SimplifiedPage, SiteState
-
-
-def simplified(url: str, html: str) -> SimplifiedPage:
-    page = simplify_page(RawPage(url=url, html=html.encode()), PipelineSettings())
-    assert isinstance(page, SimplifiedPage)
-    return page
-
-
-def article(site: str, number: int, extra: str = "", layout: str = "article") -> SimplifiedPage:
-    body = (
-        f'<div class="nav-{number} menu"><a href="/">Home</a> <a href="/b">B</a></div>'
-        f'<{layout} class="story Story_body__x8Yz{number}Q"><h1>Headline number {number}</h1>'
-        + "".join(
-            f"<p>Paragraph {i} of story {number} with enough ordinary words in it.</p>"
-            for i in range(3)
-        )
-        + f"</{layout}>{extra}"
-        + '<div id="extras-2024"><p>Copyright and contact lines of the site.</p></div>'
-    )
-    return simplified(f"https://www.{site}/{layout}/{number}", f"<html><body>{body}")
-
-
-class Teacher:
-    """Labels by signature: the story's blocks main, the rest other."""
-
-    name = "teacher"
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def label(self, pages):
-        self.calls += len(pages)
-        return [
-            LabelOutcome(
-                [MAIN if "story" in s else OTHER for s in block_signatures(p.simplified_html)]
-            )
-            for p in pages
-        ]
+from dripstream.topics.records import MAIN, OTHER, ClusterState, SimplifiedPage, SiteState
 
 
 def test_generalise_drops_what_changes_between_pages_and_builds() -> None:
@@ -658,3 +621,209 @@ def test_a_tied_place_has_no_vote() -> None:
     assert cluster.vote("div>h2", settings) == (MAIN, pytest.approx(2 / 3))
     cluster.counts["*>div>*"] = [5, 0]  # a confident back-off does not overrule the tie
     assert cluster.vote(("div>p", "*>div>*"), settings) is None
+
+
+class StoryTeacher(Teacher):
+    """Decides by content, as the learned labeller does: a block with the headline or the
+    story's text is main, whatever place it sits in."""
+
+    def label(self, pages):
+        self.calls += len(pages)
+        return [
+            LabelOutcome(
+                [
+                    MAIN if "Headline" in text or "of story" in text else OTHER
+                    for text in map(block_text, p.mapping_blocks)
+                ]
+            )
+            for p in pages
+        ]
+
+
+def redesigned(site: str, number: int, decoy: int = 0, paragraphs: int = 3) -> SimplifiedPage:
+    """``article``'s layout after a redesign: the story's paragraphs in the place the
+    site used for its copyright line (learned boilerplate), a teaser (or ``decoy``
+    paragraphs the teacher does not take for the story) left in the story's place."""
+    kept = "".join(
+        f"<p>Paragraph {i} of the teaser, a filler line with its ordinary words.</p>"
+        for i in range(decoy)
+    )
+    story = "".join(
+        f"<p>Paragraph {i} of story {number} with enough ordinary words in it.</p>"
+        for i in range(paragraphs)
+    )
+    body = (
+        f'<div class="nav-{number} menu"><a href="/">Home</a> <a href="/b">B</a></div>'
+        f'<article class="story Story_body__x8Yz{number}Q"><h1>Headline number {number}</h1>'
+        f"{kept or '<p>Read the whole report below.</p>'}</article>"
+        f'<div id="extras-2024">{story}<p>Copyright and contact lines of the site.</p></div>'
+    )
+    return simplified(f"https://www.{site}/article/{number}", f"<html><body>{body}")
+
+
+def wrong(page: SimplifiedPage, outcome: LabelOutcome) -> bool:
+    """A served record without the story (judged by its marker words)."""
+    return outcome.labeller == TEMPLATE_LABELLER and not any(
+        label == MAIN and "of story" in block_text(block)
+        for label, block in zip(outcome.labels, page.mapping_blocks, strict=True)
+    )
+
+
+@pytest.mark.parametrize(("decoy", "paragraphs"), [(0, 3), (10, 10)])
+def test_a_redesign_that_moves_the_story_into_boilerplate_is_caught_on_its_first_page(
+    decoy: int, paragraphs: int
+) -> None:
+    cache = TemplateCache(TemplateSettings(), seed=0)
+    cascade = TemplateCascade(StoryTeacher(), cache)
+    served = [cascade.label([article("example.com", n)])[0] for n in range(30)]
+    assert sum(o.labeller == TEMPLATE_LABELLER for o in served) >= 20  # learned and serving
+    pages = [redesigned("example.com", n, decoy, paragraphs) for n in range(100, 200)]
+    assert cache.consider(pages[0]).guess is not None  # every block known: it could serve
+    wrongs = sum(wrong(page, cascade.label([page])[0]) for page in pages)
+    # With (10, 10) the main share stays over half the layout's lowest; the other text,
+    # far over its highest, is what gives the page away.
+    assert wrongs == 0 and cache.counts["suspended"] >= 1 and cache.counts["departs"] >= 1
+
+
+def test_the_shadow_draw_is_not_a_function_of_the_page() -> None:
+    def draws(seed: int) -> list[bool]:
+        cache = TemplateCache(TemplateSettings(verify_pages=2, shadow_rate=0.05), seed=seed)
+        cascade = TemplateCascade(Teacher(), cache)
+        for n in range(5):
+            cascade.label([article("example.com", n)])
+        picked = []
+        for n in range(400):  # ids a page can choose: the highest, which no hash of it picks
+            page = msgspec.structs.replace(article("example.com", 50), page_id=f"ffffffff{n:x}")
+            picked.append(cache.consider(page).shadow)
+        return picked
+
+    one, two = draws(1), draws(2)
+    assert 5 <= sum(one) <= 40 and 5 <= sum(two) <= 40
+    assert one != two  # another process secret, other pages checked
+
+
+def test_a_state_from_the_store_serves_only_after_the_teacher_agreed_with_it_here() -> None:
+    teacher = Teacher()
+    cache = TemplateCache(TemplateSettings(shadow_rate=0), seed=0)
+    cascade = TemplateCascade(teacher, cache)
+    assert cache.load(crafted_state("example.com"), "example.com", remote=True) == ""
+    outcomes = [cascade.label([article("example.com", n)])[0] for n in range(20, 40)]
+    assert all(o.labeller != TEMPLATE_LABELLER for o in outcomes[:5]), "never served wrong"
+    assert cache.counts["probation"] == 1 and cache.counts["suspended"] == 1
+    # A true state: one page checked by the teacher, then served.
+    fresh = TemplateCache(TemplateSettings(shadow_rate=0), seed=0)
+    fresh.load(crafted_state("example.com", flip=False), "example.com", remote=True)
+    cascade = TemplateCascade(Teacher(), fresh)
+    outcomes = [cascade.label([article("example.com", n)])[0] for n in range(20, 23)]
+    assert [o.labeller == TEMPLATE_LABELLER for o in outcomes] == [False, True, True]
+    # Its next update from another worker does not put the checked site back on probation.
+    fresh.load(crafted_state("example.com", flip=False), "example.com", remote=True)
+    [again] = cascade.label([article("example.com", 30)])
+    assert again.labeller == TEMPLATE_LABELLER
+
+
+def huge_class_page(number: int, class_chars: int = 100_000) -> SimplifiedPage:
+    """``article`` with a class name of ``class_chars`` characters, new on every page,
+    on the story and on the copyright line's box."""
+    name = f"x{number}" + "q" * class_chars
+    page = article("example.com", number)
+    html = page.simplified_html.replace('class="story', f'class="{name} story')
+    html = html.replace("<div>", f'<div class="{name}">')
+    return msgspec.structs.replace(page, simplified_html=html)
+
+
+def test_class_names_of_100_kb_keep_the_cache_small() -> None:
+    cache = TemplateCache(TemplateSettings(), seed=0)
+    cascade = TemplateCascade(Teacher(), cache)
+    for n in range(88):
+        cascade.label([huge_class_page(n)])
+    longest = max(
+        len(key) for clusters in cache.sites.values() for c in clusters for key in c.counts
+    )
+    assert longest < 1_000 and cache.bytes < 100_000, (longest, cache.bytes)
+    assert cache.counts["template"] > 0  # the machine-made class is left out: pages served
+
+
+def test_a_state_over_the_bounds_is_refused_and_counted() -> None:
+    cache = TemplateCache(TemplateSettings(), seed=0)
+    state = crafted_state("example.com", flip=False)
+    [cluster] = state.clusters
+    huge = {f"div.{'q' * 100_000}{i}>p": (9, 0) for i in range(6)}  # 0.6 MB of keys
+    too_long = msgspec.structs.replace(
+        state, clusters=[msgspec.structs.replace(cluster, counts=huge)]
+    )
+    many = msgspec.structs.replace(state, clusters=[cluster] * 9)
+    signatures = {f"div.k{i}>p": (1, 0) for i in range(801)}
+    crowded = msgspec.structs.replace(
+        state, clusters=[msgspec.structs.replace(cluster, counts=signatures)]
+    )
+    other_site = msgspec.structs.replace(state, site="example.org")
+    for bad in (too_long, many, crowded, other_site):
+        assert cache.load(from_msgpack(to_msgpack(bad), SiteState), "example.com", remote=True)
+    assert cache.counts["rejected_state"] == 4 and "example.com" not in cache.sites
+    assert cache.bytes == 0
+
+
+def test_the_cache_keeps_its_byte_budget_and_each_site_its_own() -> None:
+    settings = TemplateSettings(max_bytes=2 * 1024 * 1024, max_site_bytes=256 * 1024)
+    cache = TemplateCache(settings, seed=0)
+    state = crafted_state("example.com", flip=False)
+    [cluster] = state.clusters
+    for number in range(40):  # each site about 200 KB in memory: ten fit the budget
+        site = f"site{number}.example"
+        counts = {f"div.k{number}-{i}>{'p' * 1_000}": (3, 0) for i in range(180)}
+        big = SiteState(
+            site=site,
+            clusters=[msgspec.structs.replace(cluster, counts=counts)],
+            signature_rules=SIGNATURE_RULES,
+        )
+        assert cache.load(big, site, remote=True) == ""
+        assert cache.bytes <= settings.max_bytes
+    assert 5 <= len(cache.sites) <= 12 and "site39.example" in cache.sites
+    assert cache.bytes == sum(cache.site_bytes(site) for site in cache.sites)
+    # A site that grows over its own bound loses its least used layouts first.
+    cascade = TemplateCascade(ColumnTeacher(), cache)
+    for n in range(60):
+        columns = {f"col{n % 12}": 3, f"side{n % 12}": 2}
+        cascade.label([columns_page(n, columns)])
+        assert cache.site_bytes("example.com") <= settings.max_site_bytes
+
+
+def test_the_byte_accounting_follows_the_memory_the_cache_holds() -> None:
+    import gc
+    import tracemalloc
+
+    [cluster] = crafted_state("example.com", flip=False).clusters
+    states = [
+        SiteState(
+            site=f"site{number}.example",
+            clusters=[
+                msgspec.structs.replace(
+                    cluster,
+                    counts={
+                        f"div.s{number}-{layout}>ul.k{i}>{'p' * (i % 90)}": (i, 1)
+                        for i in range(400)
+                    },
+                )
+                for layout in range(3)
+            ],
+            signature_rules=SIGNATURE_RULES,
+        )
+        for number in range(30)
+    ]
+    records = [to_msgpack(state) for state in states]  # decoded under the trace, as read
+    del states
+    tracemalloc.start()
+    try:
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        cache = TemplateCache(TemplateSettings(), seed=0)
+        for record in records:
+            state = from_msgpack(record, SiteState)
+            cache.load(state, state.site, remote=True)
+        del state
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(cache.sites) == 30 and 0.75 < held / cache.bytes < 1.33, (held, cache.bytes)

@@ -6,8 +6,8 @@
 - An id counts only when it is one lowercase word (``content``, ``sidebar``) and not the
   slug of the heading that opens its element (a table-of-contents anchor).
 - Class tokens are generalised (``generalise``: digit runs -> ``#``, machine-made parts ->
-  ``*``); tokens naming a state or a place in a row (``odd``, ``active``, ``is-*``) are
-  dropped.
+  ``*``, a token over ``MAX_TOKEN_CHARS`` -> ``*`` whole); tokens naming a state or a
+  place in a row (``odd``, ``active``, ``is-*``) are dropped.
 - Each block also has **back-off signatures** (``BACKOFF``, most specific first), starting
   with ``BACKOFF_MARK``.
 - A page's **site** is its registrable domain (public suffix list, shipped snapshot).
@@ -36,6 +36,10 @@ BACKOFF_MARK = "*>"  # back-off signatures start with it (a CSS selector: any an
 LINKS_MARK = "~links"  # ends the signature of a block whose text is mostly link text
 LINKS_SHARE = 0.6
 EMPTY_MARK = "~empty"  # ends the signature of a block without text (an image, a rule)
+# A class token longer than this is machine-made: ``*`` whole, never cached or scanned by
+# the patterns below (the longest in the shared data: 118 characters; no rules bump: a
+# stored key with such a token is simply never matched again).
+MAX_TOKEN_CHARS = 256
 _LAYOUT_ID = re.compile(r"^[a-z]+$")  # an id that names a region: content, sidebar, footer
 _NOT_ALNUM = re.compile(r"[^a-z0-9]+")
 
@@ -70,10 +74,17 @@ def _looks_random(part: str) -> bool:
     return odd >= 3 and 2 * odd >= len(words)
 
 
-@lru_cache(maxsize=65536)
 def generalise(token: str) -> str:
     """A class token without the parts that change from page to page or build to
-    build: machine-made suffixes and letter-digit mixes -> ``*``, digit runs -> ``#``."""
+    build: machine-made suffixes and letter-digit mixes -> ``*``, digit runs -> ``#``;
+    a token over ``MAX_TOKEN_CHARS`` -> ``*`` (short tokens' results are cached)."""
+    if len(token) > MAX_TOKEN_CHARS:
+        return "*"
+    return _generalise(token)
+
+
+@lru_cache(maxsize=65536)
+def _generalise(token: str) -> str:
     match = _CSS_IN_JS.match(token)
     if match:
         return f"{match.group(1)}-*"
