@@ -50,8 +50,9 @@ SIGNATURE_HEADER = "dripstream-signature"
 def sign(key: bytes, site: str, value: bytes | None) -> bytes:
     """The HMAC-SHA256 (hex) of a templates record: its site, a zero byte, its value (a
     tombstone: none), under ``key``."""
-    message = site.encode() + b"\0" + (value or b"")
-    return hmac.new(key, message, hashlib.sha256).hexdigest().encode()
+    digest = hmac.new(key, site.encode() + b"\0", hashlib.sha256)
+    digest.update(value or b"")  # no copy of a large value
+    return digest.hexdigest().encode()
 
 
 def authentic(key: bytes, site: str, value: bytes | None, headers: dict[str, bytes]) -> bool:
@@ -131,15 +132,15 @@ class TemplateStore:
                 self._take(site, record.value, headers)
 
     def _take(self, site: str, value: bytes | None, headers: dict[str, bytes]) -> None:
-        """Load one record into the cache when it is authentic, small enough and
+        """Load one record into the cache when it is small enough, authentic and
         readable; otherwise count and log why not."""
-        if not authentic(self.key, site, value, headers):
-            self.cache.counts["unauthenticated_state"] += 1
-            log.warning("template record for %r without a valid signature ignored", site[:200])
-            return
         limit = self.cache.settings.max_site_bytes
         if value and len(value) > limit:
             self._refuse(site, f"{len(value)} bytes, over {limit}")
+            return
+        if not authentic(self.key, site, value, headers):
+            self.cache.counts["unauthenticated_state"] += 1
+            log.warning("template record for %r without a valid signature ignored", site[:200])
             return
         try:
             state = from_msgpack(value, SiteState) if value else None

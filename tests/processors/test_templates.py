@@ -728,6 +728,8 @@ def huge_class_page(number: int, class_chars: int = 100_000) -> SimplifiedPage:
     name = f"x{number}" + "q" * class_chars
     page = article("example.com", number)
     html = page.simplified_html.replace('class="story', f'class="{name} story')
+    for tag in ("<p", "<h1"):  # and one on every block
+        html = html.replace(tag, f'{tag} class="{name}-{tag[1:]}"')
     html = html.replace("<div>", f'<div class="{name}">')
     return msgspec.structs.replace(page, simplified_html=html)
 
@@ -827,3 +829,75 @@ def test_the_byte_accounting_follows_the_memory_the_cache_holds() -> None:
     finally:
         tracemalloc.stop()
     assert len(cache.sites) == 30 and 0.75 < held / cache.bytes < 1.33, (held, cache.bytes)
+
+
+RSS_CHILD = """
+import gc, json, sys
+sys.path.insert(0, sys.argv[1])
+import msgspec
+from template_helpers import Teacher, article, crafted_state
+from dripstream.processors.label.templates import TemplateCache, TemplateCascade, TemplateSettings
+from dripstream.streams.settings import StreamSettings
+from dripstream.streams.template_store import SIGNATURE_HEADER, TemplateStore, sign
+from dripstream.topics.codecs import to_msgpack
+
+def rss_mib():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+
+KEY = b"k" * 32
+cache = TemplateCache(TemplateSettings(), seed=0)
+cascade = TemplateCascade(Teacher(), cache)
+cascade.label([article("warm.example", 0)])
+[cluster] = crafted_state("example.com", flip=False).clusters
+states = []
+for number in range(6):  # the states of six sites, keys with class names of 100 KB
+    site = f"crafted{number}.example"
+    counts = {f"div.{'q' * 100_000}{i}>p": (9, 0) for i in range(300)}
+    state = msgspec.structs.replace(
+        crafted_state("example.com", flip=False), site=site,
+        clusters=[msgspec.structs.replace(cluster, counts=counts)],
+    )
+    value = to_msgpack(state)
+    states.append((site, value, {SIGNATURE_HEADER: sign(KEY, site, value)}))
+del state, counts
+gc.collect()
+start = rss_mib()
+store = TemplateStore(StreamSettings.from_env({}, template_key=KEY), cache)
+for site, value, headers in states:
+    store._take(site, value, headers)
+gc.collect()
+after_states = rss_mib()
+for number in range(88):  # ordinary pages with a new class name of 100 KB each
+    name = f"x{number}" + "q" * 100_000
+    page = article("huge.example", number)
+    html = page.simplified_html.replace('class="story', f'class="{name} story')
+    for tag in ("<p", "<h1"):  # and one on every block
+        html = html.replace(tag, f'{tag} class="{name}-{tag[1:]}"')
+    cascade.label([msgspec.structs.replace(page, simplified_html=html)])
+gc.collect()
+print(json.dumps({"states_mib": after_states - start, "pages_mib": rss_mib() - after_states,
+                  "cache_bytes": cache.bytes, "refused": cache.counts["rejected_state"]}))
+"""
+
+
+def test_crafted_states_and_huge_class_names_keep_the_worker_small() -> None:
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parents[1]
+    child = subprocess.run(
+        [sys.executable, "-c", RSS_CHILD, str(tests)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    grown = json.loads(child.stdout.strip().splitlines()[-1])
+    # Unbounded, the six states held about 180 MB and the pages' signatures and class
+    # names about 2 GB (docs/hostile-input.md).
+    assert grown["refused"] == 6 and grown["states_mib"] < 16, grown
+    assert grown["pages_mib"] < 64 and grown["cache_bytes"] < 1024 * 1024, grown
