@@ -45,13 +45,16 @@ setup: $(VLLM) $(NATIVE)
 
 compile: $(NATIVE)
 
-# Everything: ruff, unit and property tests, the real Kafka broker (Java 17, Maven), vLLM.
+# Everything: ruff, unit and property tests, the real Kafka broker (Java 17, Maven), vLLM;
+# GNU wget for the crawl tests (scripts/wget.sh: Debian's package unless on PATH).
 test: $(VLLM) $(NATIVE)
+	bash scripts/wget.sh >/dev/null
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
 # The fast path: no Java, no broker, no vLLM download (tests marked kafka / vllm left out).
 test-fast: $(NATIVE)
+	bash scripts/wget.sh >/dev/null
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -m "not kafka and not vllm"
 

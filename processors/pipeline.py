@@ -89,7 +89,12 @@ def crawl_info(raw: RawPage, now: float | None = None) -> CrawlInfo | None:
     """The crawl metadata a record carries (None when the input has none). A
     ``fetched_at`` more than ``MAX_CLOCK_SKEW_S`` after ``now`` (default: the clock) is
     clamped to ``now``, the crawler's value kept as ``claimed_fetched_at``."""
-    if raw.fetched_at is None and raw.crawl_id is None and raw.status is None:
+    if (
+        raw.fetched_at is None
+        and raw.crawl_id is None
+        and raw.status is None
+        and raw.truncated is None
+    ):
         return None
     fetched_at, claimed = raw.fetched_at, None
     if fetched_at is not None:
@@ -97,7 +102,11 @@ def crawl_info(raw: RawPage, now: float | None = None) -> CrawlInfo | None:
         if fetched_at > now + MAX_CLOCK_SKEW_S:
             fetched_at, claimed = now, raw.fetched_at
     return CrawlInfo(
-        fetched_at=fetched_at, crawl_id=raw.crawl_id, status=raw.status, claimed_fetched_at=claimed
+        fetched_at=fetched_at,
+        crawl_id=raw.crawl_id,
+        status=raw.status,
+        claimed_fetched_at=claimed,
+        truncated=raw.truncated,
     )
 
 
@@ -112,6 +121,7 @@ def _record_fields(url: str, version: str, crawl: CrawlInfo | None) -> dict[str,
         "claimed_fetched_at": crawl.claimed_fetched_at,
         "crawl_id": crawl.crawl_id,
         "http_status": crawl.status,
+        "truncated": crawl.truncated,
     }
 
 

@@ -8,7 +8,9 @@ Accepted values:
   when the item says ``"body_encoding": "base64"``), as ``processors.ingest.crawl`` reads it;
 - a WARC response record (plain or gzip-compressed), as Heritrix-, StormCrawler- and
   Nutch-style pipelines publish them: the HTTP status, headers and body, ``WARC-Date``
-  as ``fetched_at``; any other WARC record type (request, metadata, ...) is refused;
+  as ``fetched_at``, a ``WARC-Truncated`` (or length-lying) record flagged ``truncated``;
+  any other WARC record type (request, metadata, revisit, continuation, ...) and a
+  segmented response are refused;
 - a bare HTML document with the URL in the message key or in a ``url`` header (and
   optionally ``content-type``, ``charset``, ``status``, ``fetched-at``, ``crawl-id``
   headers).
@@ -109,7 +111,12 @@ def _warc_page(value: bytes) -> RawPage:
         for record in ArchiveIterator(io.BytesIO(value), parse_http=True):
             if record.record_type != WarcRecordType.response:
                 kind = record.headers.get("WARC-Type", "unknown")
-                raise MalformedInput(f"a WARC {kind} record is not a page (response records are)")
+                raise MalformedInput(
+                    f"a WARC {kind} record is not a page (response records are; a revisit's "
+                    "payload is in another record)"
+                )
+            if record.headers.get("WARC-Segment-Number") is not None:
+                raise MalformedInput("a segmented WARC record holds part of a page, not a page")
             page = warc_record_page(record)
             if page is None:
                 raise MalformedInput("the WARC response record holds no HTTP response")

@@ -77,12 +77,14 @@ def document_id(url: str) -> str:
 class CrawlInfo(msgspec.Struct, frozen=True, kw_only=True):
     """What the crawler said about a fetch, carried from the input to the record.
     ``claimed_fetched_at`` is the crawler's time when it lay too far in the future and
-    ``fetched_at`` was clamped to the time the page was read (``MAX_CLOCK_SKEW_S``)."""
+    ``fetched_at`` was clamped to the time the page was read (``MAX_CLOCK_SKEW_S``).
+    ``truncated`` is why the crawler's copy is incomplete (``RawPage.truncated``)."""
 
     fetched_at: float | None = None
     crawl_id: str | None = None
     status: int | None = None
     claimed_fetched_at: float | None = None
+    truncated: str | None = None
 
 
 class RawPage(msgspec.Struct, frozen=True, kw_only=True):
@@ -91,7 +93,10 @@ class RawPage(msgspec.Struct, frozen=True, kw_only=True):
     ``html`` is the HTTP body as received: a chunked transfer coding and gzip / deflate /
     br content codings named in ``headers`` are undone when the page is decoded (in the
     sandbox, bounded). ``headers`` names are lower-case. ``charset`` overrides the
-    ``content_type`` header's charset; a byte-order mark overrides both.
+    ``content_type`` header's charset; a byte-order mark overrides both. ``truncated``
+    is set when the body is incomplete: the WARC-Truncated reason (``length``, ``time``,
+    ``disconnect``, ``unspecified``), or ``length`` when the record holds fewer bytes than
+    its HTTP ``Content-Length`` or more than its own length said.
     """
 
     url: str
@@ -102,6 +107,7 @@ class RawPage(msgspec.Struct, frozen=True, kw_only=True):
     fetched_at: float | None = None
     crawl_id: str | None = None
     headers: dict[str, str] = {}
+    truncated: str | None = None
     schema_version: int = SCHEMA_VERSION
 
 
@@ -194,6 +200,7 @@ class PageRecord(msgspec.Struct, frozen=True, kw_only=True):
     read, and the crawler's value kept in ``claimed_fetched_at``. ``gone`` marks a page
     the crawler found gone (HTTP 404/410): no content; search sinks delete the document.
     ``language`` is detected from the Markdown (ISO 639-1, None when unsure).
+    ``truncated`` (None for a whole page) says the crawler's copy was incomplete, and why.
     """
 
     id: str
@@ -207,6 +214,7 @@ class PageRecord(msgspec.Struct, frozen=True, kw_only=True):
     claimed_fetched_at: float | None = None
     crawl_id: str | None = None
     http_status: int | None = None
+    truncated: str | None = None
     gone: bool = False
     fallback_reason: str | None = None
     block_count: int = 0

@@ -21,7 +21,10 @@ write them. The file readers (``dripstream.processors.ingest.sources``) and the 
   ``"body_encoding": "base64"`` (then the headers' charset and codings apply).
 - **WARC** (``warc_pages``, ``warc_record_page``): response records with their HTTP
   status, headers, ``WARC-Date`` as ``fetched_at`` and the warcinfo's ``isPartOf`` as
-  ``crawl_id``.
+  ``crawl_id``; identical-payload-digest revisits resolved against the same file's
+  responses; ``WARC-Truncated`` records, and records whose length lies, flagged
+  ``truncated``; segmented records and revisits without their response counted as
+  skipped (docs/crawler-input.md, "WARC files").
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import base64
 import binascii
 import re
 import zlib
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -285,34 +289,69 @@ def _is_html_type(content_type: str) -> bool:
     return not mime or "html" in mime
 
 
+_WARC_HEAD = re.compile(rb"(?:\A|\n)WARC/1\.[01]\r?\n[A-Za-z][A-Za-z0-9-]*:")
+TRUNCATED_LENGTH = "length"
+
+
 def warc_record_page(
-    record: Any, crawl_id: str | None = None, max_bytes: int = MAX_BODY_BYTES
+    record: Any,
+    crawl_id: str | None = None,
+    max_bytes: int = MAX_BODY_BYTES,
+    *,
+    url: str | None = None,
+    fetched_at: float | None = None,
+    status: int | None = None,
 ) -> RawPage | None:
     """A fastwarc response record (parsed with ``parse_http=True``) as a RawPage; None
     when it holds no HTTP response. Its body is read with at most ``max_bytes`` held: a
-    larger one raises ``TooLarge`` (the record's content may be a compression bomb)."""
+    larger one raises ``TooLarge`` (the record's content may be a compression bomb).
+
+    ``truncated`` is the record's ``WARC-Truncated`` reason, or ``length`` when its length
+    lies: a body shorter than its HTTP ``Content-Length`` (without chunked framing), or
+    one that runs into the next record's WARC header (cut there). ``url``,
+    ``fetched_at`` and ``status`` replace the record's own (a resolved revisit)."""
     http = record.http_headers
     if http is None or not http.status_code:
         return None
     headers = header_dict(http.items())
-    try:
-        fetched_at = parse_time(record.headers.get("WARC-Date"))
-    except ValueError:
-        fetched_at = None
+    if fetched_at is None:
+        try:
+            fetched_at = parse_time(record.headers.get("WARC-Date"))
+        except ValueError:
+            fetched_at = None
     content_type = headers.get("content-type")
     body = record.reader.read(max_bytes + 1)
     if len(body) > max_bytes:
         raise TooLarge(f"a WARC record's body of more than {max_bytes} bytes")
+    truncated = (record.headers.get("WARC-Truncated") or "").strip().lower() or None
+    next_record = _WARC_HEAD.search(body)
+    if next_record is not None:  # the record's Content-Length said more than it holds
+        body = body[: next_record.start()].rstrip(b"\r\n")
+        truncated = truncated or TRUNCATED_LENGTH
+    if truncated is None and _shorter_than_declared(body, headers):
+        truncated = TRUNCATED_LENGTH
     return RawPage(
-        url=target_uri(record.headers.get("WARC-Target-URI", "") or ""),
+        url=url if url is not None else target_uri(record.headers.get("WARC-Target-URI", "") or ""),
         html=body,
         content_type=content_type,
         charset=None,
-        status=http.status_code,
+        status=status or http.status_code,
         fetched_at=fetched_at,
         crawl_id=crawl_id,
         headers=headers,
+        truncated=truncated,
     )
+
+
+def _shorter_than_declared(body: bytes, headers: Mapping[str, str]) -> bool:
+    """True when an unframed body holds fewer bytes than its HTTP Content-Length."""
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        return False
+    try:
+        declared = int(headers.get("content-length", "").strip())
+    except ValueError:
+        return False
+    return len(body) < declared
 
 
 def target_uri(value: str) -> str:
@@ -332,35 +371,207 @@ def _warcinfo_crawl(record: Any) -> str | None:
     return None
 
 
+# Why a WARC record that might have been a page is not one (``warc_pages``' ``skipped``).
+SKIP_REVISIT = "revisit"  # a revisit whose earlier response is not in the file
+SKIP_CONTINUATION = "continuation"  # a later segment of a segmented record
+SKIP_SEGMENTED = "segmented"  # the first segment of a segmented record: the page is split
+SKIP_NOT_HTML = "not html"  # a response of another content type
+SKIP_NOT_HTTP = "not http"  # a response record without an HTTP response (dns:, ftp:, ...)
+SKIP_UNREADABLE = "unreadable"  # bytes that hold no WARC record, up to the next one found
+
+REVISIT_INDEX_MAX = 200_000
+"""Responses remembered per file (their offsets only) to resolve revisits against."""
+
+_GZIP_MAGIC = b"\x1f\x8b\x08"
+_SCAN_BLOCK = 1 << 20
+
+
+def _warc_records(stream: IO[bytes], skipped: Counter[str]) -> Iterator[Any]:
+    """Every fastwarc record of ``stream`` (plain or gzip), in order. When a record's
+    length lies, fastwarc finds no record where it looks next; on a seekable stream the
+    reading goes on at the next record start after the last good one (a gzip member
+    holding a WARC header, or a ``WARC/1.x`` line), counted as ``unreadable``."""
+    from fastwarc.warc import ArchiveIterator
+
+    seekable = stream.seekable()
+    gz = False
+    if seekable:
+        origin = stream.tell()
+        gz = stream.read(3) == _GZIP_MAGIC
+        stream.seek(origin)
+    last = -1  # stream offset of the last record given
+    scan_from = 0
+    while True:
+        try:
+            for record in ArchiveIterator(stream, parse_http=True):
+                if record.stream_pos <= last:
+                    continue
+                last = record.stream_pos
+                yield record
+            return
+        except (OSError, ValueError, RuntimeError):  # fastwarc: no record where one should be
+            skipped[SKIP_UNREADABLE] += 1
+        if not seekable:
+            return
+        start = _next_record_start(stream, max(last + 1, scan_from), gz)
+        if start is None:
+            return
+        scan_from = start + 1
+        stream.seek(start)
+
+
+def _next_record_start(stream: IO[bytes], position: int, gz: bool) -> int | None:
+    """The offset of the first record start at or after ``position``, or None."""
+    marker = _GZIP_MAGIC if gz else b"WARC/1."
+    while True:
+        stream.seek(position)
+        block = stream.read(_SCAN_BLOCK + 64)
+        if len(block) < len(marker):
+            return None
+        found = block.find(marker)
+        while 0 <= found < _SCAN_BLOCK:
+            if _starts_record(block[found:], gz) and (gz or found == 0 or block[found - 1] == 10):
+                return position + found
+            found = block.find(marker, found + 1)
+        if len(block) <= _SCAN_BLOCK:
+            return None
+        position += _SCAN_BLOCK
+
+
+def _starts_record(data: bytes, gz: bool) -> bool:
+    if gz:
+        try:
+            data = zlib.decompressobj(_GZIP_WBITS).decompress(data[:4096], 16)
+        except zlib.error:
+            return False
+    return data.startswith((b"WARC/1.0\r\n", b"WARC/1.1\r\n", b"WARC/1.0\n", b"WARC/1.1\n"))
+
+
+class _Revisits:
+    """Where each response of a file lies, to resolve the revisits that refer to it: by
+    record id (``WARC-Refers-To``), by target URI and payload digest, by payload digest.
+    A revisit is resolved by reading its response again through a second handle on the
+    same file; without one (a stream that is no file) it is skipped."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._offsets: dict[str, int] = {}
+        name = getattr(stream, "name", None)
+        self._path = name if isinstance(name, str) and stream.seekable() else None
+        self._handle: IO[bytes] | None = None
+
+    def remember(self, record: Any, url: str) -> None:
+        if self._path is None or len(self._offsets) >= 3 * REVISIT_INDEX_MAX:
+            return
+        position = record.stream_pos
+        self._offsets.setdefault(f"id {target_uri(record.record_id or '')}", position)
+        digest = record.headers.get("WARC-Payload-Digest")
+        if digest:
+            self._offsets.setdefault(f"digest {digest}", position)
+            self._offsets.setdefault(f"uri {url} {digest}", position)
+
+    def original(self, revisit: Any) -> Any | None:
+        """The response an identical-payload-digest revisit refers to, or None."""
+        headers = revisit.headers
+        if "identical-payload-digest" not in (headers.get("WARC-Profile") or ""):
+            return None  # server-not-modified: the earlier copy may differ
+        digest = headers.get("WARC-Payload-Digest") or ""
+        refers_url = target_uri(
+            headers.get("WARC-Refers-To-Target-URI") or headers.get("WARC-Target-URI") or ""
+        )
+        for key in (
+            f"id {target_uri(headers.get('WARC-Refers-To') or '')}",
+            f"uri {refers_url} {digest}",
+            f"digest {digest}",
+        ):
+            if key in self._offsets:
+                return self._read(self._offsets[key])
+        return None
+
+    def _read(self, position: int) -> Any | None:
+        from fastwarc.warc import ArchiveIterator
+
+        if self._handle is None:
+            assert self._path is not None
+            self._handle = open(self._path, "rb")  # noqa: SIM115 - closed by close()
+        self._handle.seek(position)
+        for record in ArchiveIterator(self._handle, parse_http=True):
+            return record
+        return None
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+
+
 def warc_pages(
-    stream: IO[bytes], html_only: bool = True, max_bytes: int = MAX_BODY_BYTES
+    stream: IO[bytes],
+    html_only: bool = True,
+    max_bytes: int = MAX_BODY_BYTES,
+    skipped: Counter[str] | None = None,
 ) -> Iterator[tuple[str, RawPage | TooLarge]]:
     """(record id, page) of every HTTP response record of a WARC (plain or gzip), streamed;
     a record whose body is larger than ``max_bytes`` comes as its ``TooLarge``.
 
     ``html_only`` skips responses whose content type names something other than HTML,
-    except pages gone (404/410), which a sink needs to delete."""
-    from fastwarc.warc import ArchiveIterator, WarcRecordType
+    except pages gone (404/410), which a sink needs to delete. An identical-payload-digest
+    ``revisit`` is the page of the response it refers to in the same file, with the
+    revisit's URL, date and status; a truncated record is a page flagged ``truncated``.
+    Records that might have been pages but are not (the ``SKIP_*`` reasons: other
+    revisits, segmented records, other content types) are counted in ``skipped``;
+    warcinfo, request, metadata and resource records are never pages and never counted."""
+    from fastwarc.warc import WarcRecordType
 
     from dripstream.topics.records import GONE_STATUSES
 
+    skipped = Counter() if skipped is None else skipped
+    revisits = _Revisits(stream)
     crawl_id = None
-    for record in ArchiveIterator(
-        stream, record_types=WarcRecordType.response | WarcRecordType.warcinfo, parse_http=True
-    ):
-        if record.record_type == WarcRecordType.warcinfo:
-            crawl_id = _warcinfo_crawl(record) or crawl_id
-            continue
-        http = record.http_headers
-        if http is None:
-            continue
-        content_type = header_dict(http.items()).get("content-type", "")
-        if html_only and not _is_html_type(content_type) and http.status_code not in GONE_STATUSES:
-            continue
-        try:
-            page = warc_record_page(record, crawl_id, max_bytes)
-        except TooLarge as error:
-            yield record.record_id, error
-            continue
-        if page is not None:
-            yield record.record_id, page
+    try:
+        for record in _warc_records(stream, skipped):
+            kind = record.record_type
+            if kind == WarcRecordType.warcinfo:
+                crawl_id = _warcinfo_crawl(record) or crawl_id
+                continue
+            if kind == WarcRecordType.continuation:
+                skipped[SKIP_CONTINUATION] += 1
+                continue
+            if kind not in (WarcRecordType.response, WarcRecordType.revisit):
+                continue
+            if record.headers.get("WARC-Segment-Number") is not None:
+                skipped[SKIP_SEGMENTED] += 1
+                continue
+            url = target_uri(record.headers.get("WARC-Target-URI", "") or "")
+            source, status = record, None
+            if kind == WarcRecordType.revisit:
+                source = revisits.original(record)
+                if source is None or source.http_headers is None:
+                    skipped[SKIP_REVISIT] += 1
+                    continue
+                if record.http_headers is not None and record.http_headers.status_code:
+                    status = record.http_headers.status_code
+            http = source.http_headers
+            if http is None or not http.status_code:
+                skipped[SKIP_NOT_HTTP] += 1
+                continue
+            if source is record:
+                revisits.remember(record, url)
+            content_type = header_dict(http.items()).get("content-type", "")
+            code = status or http.status_code
+            if html_only and not _is_html_type(content_type) and code not in GONE_STATUSES:
+                skipped[SKIP_NOT_HTML] += 1
+                continue
+            try:
+                fetched_at = parse_time(record.headers.get("WARC-Date"))
+            except ValueError:
+                fetched_at = None
+            try:
+                page = warc_record_page(
+                    source, crawl_id, max_bytes, url=url, fetched_at=fetched_at, status=status
+                )
+            except TooLarge as error:
+                yield record.record_id, error
+                continue
+            if page is not None:
+                yield record.record_id, page
+    finally:
+        revisits.close()

@@ -10,8 +10,9 @@ One reader per input form; ``read_pages`` picks by the path:
   ``fetched_at`` (epoch or ISO-8601), ``crawl_id``, ``content_type`` and ``headers`` are
   kept when present (``dripstream.processors.ingest.crawl.page_from_item``);
 - ``*.warc`` / ``*.warc.gz``: the HTML response records, and the 404/410 ones (pages
-  gone), with their HTTP status, headers and ``WARC-Date`` (fastwarc, streamed; HTTP
-  bodies are decoded later, in the pipeline: ``dripstream.processors.ingest.crawl``);
+  gone), with their HTTP status, headers and ``WARC-Date``; revisits resolved against
+  the file's own responses, truncated records flagged (fastwarc, streamed; HTTP bodies
+  are decoded later, in the pipeline: ``dripstream.processors.ingest.crawl``);
 - anything else: one HTML file.
 
 Every reader streams: a file is never loaded whole (except one HTML document), so memory
@@ -29,6 +30,7 @@ import json
 import lzma
 import re
 import sys
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,9 +179,9 @@ def _jsonl_pages(path: Path) -> Iterator[InputPage]:
         yield from jsonl_pages(lines, str(path))
 
 
-def _warc_pages(path: Path) -> Iterator[InputPage]:
+def _warc_pages(path: Path, skipped: Counter[str] | None) -> Iterator[InputPage]:
     with path.open("rb") as stream:
-        for record_id, raw in warc_pages(stream, max_bytes=MAX_RECORD_BYTES):
+        for record_id, raw in warc_pages(stream, max_bytes=MAX_RECORD_BYTES, skipped=skipped):
             if isinstance(raw, PageError):
                 yield InputPage(RawPage(url="", html=b""), record_id, error=raw)
             else:
@@ -191,10 +193,15 @@ def _html_file(path: Path) -> InputPage:
 
 
 def read_pages(
-    source: str, url: str | None = None, charset: str | None = None
+    source: str,
+    url: str | None = None,
+    charset: str | None = None,
+    skipped: Counter[str] | None = None,
 ) -> Iterator[InputPage]:
     """The pages of one source (see the module docstring); ``url`` and ``charset`` apply
-    to a single HTML document (a file or standard input)."""
+    to a single HTML document (a file or standard input). WARC records that are not
+    pages but might have been (revisits without their response, segments, other
+    content types: ``crawl.warc_pages``) are counted in ``skipped`` by reason."""
     if source == "-":
         yield InputPage(RawPage(url=url or "stdin:", html=sys.stdin.buffer.read(), charset=charset))
         return
@@ -206,7 +213,7 @@ def read_pages(
             if child.suffix.lower() in HTML_SUFFIXES and child.is_file():
                 yield _html_file(child)
     elif path.name.endswith(WARC_SUFFIXES):
-        yield from _warc_pages(path)
+        yield from _warc_pages(path, skipped)
     elif path.name.endswith(JSONL_SUFFIXES):
         yield from _jsonl_pages(path)
     else:
@@ -216,3 +223,11 @@ def read_pages(
                 RawPage(url=url or page.raw.url, html=page.raw.html, charset=charset), page.id
             )
         yield page
+
+
+def skipped_summary(skipped: Counter[str]) -> str | None:
+    """The ``skipped: N reason, ...`` line for input records that were not pages (most
+    first), or None when none was skipped."""
+    if not skipped:
+        return None
+    return "skipped: " + ", ".join(f"{count} {reason}" for reason, count in skipped.most_common())

@@ -62,6 +62,7 @@ MAPPING: dict[str, Any] = {
         "claimed_fetched_at": {"type": "date", "format": "epoch_millis"},
         "crawl_id": {"type": "keyword"},
         "http_status": {"type": "short"},
+        "truncated": {"type": "keyword"},
         "fallback_reason": {"type": "keyword"},
         "token_count": {"type": "integer"},
     },

@@ -25,6 +25,7 @@ from dripstream.processors.ingest.sources import (
     open_text,
     read_pages,
     read_rows,
+    skipped_summary,
 )
 from dripstream.processors.label.base import Labeller
 from dripstream.processors.pipeline import Outcome, PipelineSettings, extract_pages, page_error
@@ -124,11 +125,13 @@ def _extract_one(args, labeller, settings, runner) -> int:
     return 0
 
 
-def _pages(sources: list[str], jsonl: str | None = None) -> Iterator[InputPage]:
+def _pages(
+    sources: list[str], jsonl: str | None = None, skipped: Counter[str] | None = None
+) -> Iterator[InputPage]:
     if jsonl:
         yield from _jsonl_pages(jsonl)
     for source in sources:
-        yield from read_pages(source)
+        yield from read_pages(source, skipped=skipped)
 
 
 def extract_input_pages(
@@ -145,7 +148,8 @@ def _extract_batch(args, labeller, settings, runner) -> int:
     from tqdm import tqdm
 
     counts: Counter[str] = Counter()
-    pages = _pages(args.sources, args.jsonl)
+    skipped: Counter[str] = Counter()
+    pages = _pages(args.sources, args.jsonl, skipped)
     with ExitStack() as stack:
         sink = open_sink(args.out or "-", stream_settings(args).search)
         stack.callback(sink.close)
@@ -159,6 +163,8 @@ def _extract_batch(args, labeller, settings, runner) -> int:
     print(
         " ".join(f"{status}={count}" for status, count in sorted(counts.items())), file=sys.stderr
     )
+    if summary := skipped_summary(skipped):
+        print(summary, file=sys.stderr)
     return 0
 
 

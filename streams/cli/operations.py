@@ -56,16 +56,17 @@ def cmd_acls(args: argparse.Namespace) -> int:
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
-    from dripstream.processors.ingest.sources import read_pages
+    from dripstream.processors.ingest.sources import read_pages, skipped_summary
     from dripstream.streams.tools import produce_pages
 
     settings = stream_settings(args)
     refused: Counter[str] = Counter()
+    skipped: Counter[str] = Counter()
 
     def readable() -> Iterator[RawPage]:
         """The pages read; a record that is not one is counted, not sent."""
         for source in args.sources:
-            for page in read_pages(source):
+            for page in read_pages(source, skipped=skipped):
                 if page.error is None:
                     yield page.raw
                 else:
@@ -74,6 +75,8 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
     ids = asyncio.run(produce_pages(settings, readable(), progress=not args.quiet))
     print(f"produced {len(ids)} pages to {settings.topic_prefix}pages", file=sys.stderr)
+    if summary := skipped_summary(skipped):
+        print(summary, file=sys.stderr)
     if refused:
         counts = ", ".join(f"{name} {count}" for name, count in sorted(refused.items()))
         print(f"error: {refused.total()} input records not produced ({counts})", file=sys.stderr)
