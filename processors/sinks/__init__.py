@@ -2,8 +2,9 @@
 stream's ``sink`` stage alike.
 
 A sink is named by a spec ``KIND:TARGET`` (``records:out.jsonl``, ``datatrove:docs.jsonl``,
-``opensearch:http://127.0.0.1:9200/dripstream``; a bare path means ``records``). Adding a
-sink: a module with a class implementing ``Sink`` and one line in ``SINKS``.
+``parquet:docs.parquet``, ``opensearch:http://127.0.0.1:9200/dripstream``; a bare path
+means ``records``). Adding a sink: a module with a class implementing ``Sink`` and one
+line in ``SINKS``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 SINKS: dict[str, str] = {
     "records": "dripstream.processors.sinks.jsonl:RecordsJsonlSink",
     "datatrove": "dripstream.processors.sinks.jsonl:DatatroveJsonlSink",
+    "parquet": "dripstream.processors.sinks.parquet:ParquetSink",
     "opensearch": "dripstream.processors.sinks.search:OpenSearchSink",
 }
 

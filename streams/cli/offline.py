@@ -304,7 +304,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     extract.add_argument(
         "-o",
         "--out",
-        help="write records to a sink: PATH or KIND:PATH (records, datatrove); default stdout",
+        help="write records to a sink: PATH or KIND:PATH (records, datatrove, parquet, "
+        "opensearch); default stdout",
     )
     add_pipeline_options(extract)
     extract.set_defaults(run=cmd_extract)

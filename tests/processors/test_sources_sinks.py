@@ -184,7 +184,7 @@ def test_compressed_outputs_stream_without_holding_the_file(tmp_path: Path) -> N
 
 def test_an_unknown_sink_kind_is_refused() -> None:
     with pytest.raises(SinkError, match="datatrove"):
-        open_sink("parquet:out.parquet")
+        open_sink("avro:out.avro")
 
 
 ARTICLE_HTML = (
@@ -222,3 +222,82 @@ def test_a_lone_surrogate_in_a_row_is_replaced_and_every_row_is_written(
     lines = out.read_text(encoding="utf-8").splitlines()
     assert len(lines) == 2
     assert "\ufffd" in lines[0] or field in ("content_type", "headers")
+
+
+def test_parquet_sink_is_read_by_datatrove_and_datasets_with_their_defaults(
+    tmp_path: Path,
+) -> None:
+    from datatrove.pipeline.readers import JsonlReader, ParquetReader
+
+    ok, error = _outcomes()
+    for spec in (f"parquet:{tmp_path / 'docs.parquet'}", f"datatrove:{tmp_path / 'docs.jsonl.gz'}"):
+        sink = open_sink(spec)
+        sink.write(ok, "a")
+        sink.write(error, "b")  # no record: no document
+        sink.close()
+    [document] = list(ParquetReader(str(tmp_path), glob_pattern="docs.parquet").run())
+    [from_jsonl] = list(JsonlReader(str(tmp_path), glob_pattern="docs.jsonl.gz").run())
+    assert (document.id, document.text) == (ok.record.id, ok.record.markdown)
+    assert "highest tides" in document.text
+    assert json.loads(document.metadata.pop("timings_ms")) == from_jsonl.metadata.pop("timings_ms")
+    for read in (document, from_jsonl):
+        assert read.metadata.pop("file_path").endswith(("docs.parquet", "docs.jsonl.gz"))
+    assert document.metadata == from_jsonl.metadata  # the same document either way
+    assert document.metadata["url"] == "https://tides.example/a"
+    assert (document.metadata["status"], document.metadata["input_id"]) == ("ok", "a")
+
+    import datasets
+
+    loaded = datasets.load_dataset("parquet", data_files=str(tmp_path / "docs.parquet"))
+    [row] = loaded["train"]
+    assert (row["text"], row["id"], row["extractor"]) == (
+        ok.record.markdown,
+        ok.record.id,
+        "dripper:heuristic",
+    )
+
+
+def test_parquet_row_groups_are_bounded_and_written_as_they_come(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from dripstream.processors.sinks.parquet import ParquetSink
+
+    ok, _ = _outcomes()
+    path = tmp_path / "many.parquet"
+    sink = ParquetSink(str(path), row_group_rows=100)
+    sizes = []
+    for index in range(350):
+        sink.write(ok, str(index))
+        if index % 100 == 99:
+            sizes.append(path.stat().st_size)
+    sink.close()
+    assert 0 < sizes[0] < sizes[1] < sizes[2]  # each row group on disk as it fills
+    metadata = pq.ParquetFile(path).metadata
+    assert [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)] == [
+        100,
+        100,
+        100,
+        50,
+    ]
+    assert pq.read_table(path, columns=["input_id"])["input_id"].to_pylist() == [
+        str(index) for index in range(350)
+    ]
+
+    by_bytes = ParquetSink(
+        str(tmp_path / "bytes.parquet"), row_group_bytes=3 * len(ok.record.markdown)
+    )
+    for index in range(10):
+        by_bytes.write(ok, str(index))
+    by_bytes.close()
+    metadata = pq.ParquetFile(tmp_path / "bytes.parquet").metadata
+    assert metadata.num_row_groups == 4 and metadata.row_group(0).num_rows == 3
+
+
+def test_the_parquet_sink_without_pyarrow_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    with pytest.raises(SinkError, match=r"dripstream\[parquet\]"):
+        open_sink(f"parquet:{tmp_path / 'docs.parquet'}")

@@ -149,6 +149,33 @@ def test_extract_reports_the_records_it_skipped(wget_warcs, tmp_path: Path, caps
     assert len(out.read_text().splitlines()) == len(site_expected(base))
 
 
+def test_a_wget_crawl_extracted_to_datatrove_jsonl_and_parquet_loads_with_their_readers(
+    wget_warcs, tmp_path: Path
+) -> None:
+    import datasets
+    from datatrove.pipeline.readers import JsonlReader, ParquetReader
+
+    from dripstream.streams.cli import main
+
+    base, first, _, _, _ = wget_warcs
+    for spec in ("datatrove:docs.jsonl.gz", "parquet:docs.parquet"):
+        kind, _, name = spec.partition(":")
+        argv = ["extract", str(first), "-o", f"{kind}:{tmp_path / name}", "--quiet"]
+        assert main([*argv, "--no-sandbox"]) == 0
+    pages = {base + path for path in PAGES}  # the page gone is no document
+    for reader in (
+        JsonlReader(str(tmp_path), glob_pattern="docs.jsonl.gz"),
+        ParquetReader(str(tmp_path), glob_pattern="docs.parquet"),
+    ):
+        documents = list(reader.run())
+        assert {doc.metadata["url"] for doc in documents} == pages
+        assert all(doc.id == document_id(doc.metadata["url"]) for doc in documents)
+        assert all(ABSOLUTE.match(link) for doc in documents for link in LINK.findall(doc.text))
+    for builder, name in (("json", "docs.jsonl.gz"), ("parquet", "docs.parquet")):
+        rows = datasets.load_dataset(builder, data_files=str(tmp_path / name), split="train")
+        assert len(rows) == len(pages) and set(rows["id"]) == {document_id(u) for u in pages}
+
+
 # --- warcio ------------------------------------------------------------------------------
 
 
