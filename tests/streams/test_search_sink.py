@@ -7,15 +7,12 @@ loses nothing and drops nothing once it is back."""
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
+from search_helpers import Engine, wait_until
 
 from dripstream.processors.sinks.search import SearchIndex
 from dripstream.streams.kafka import producer
@@ -27,40 +24,7 @@ from dripstream.topics.records import DeadLetter, PageRecord, RawPage, document_
 
 pytestmark = pytest.mark.kafka
 
-ROOT = Path(__file__).resolve().parents[2]
-SEARCH = ["bash", str(ROOT / "scripts" / "search.sh")]
 STAGES = "simplify,label,reconstruct,fallback,sink"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Engine:
-    """A private local OpenSearch: up, down, and its URL."""
-
-    def __init__(self, home: Path) -> None:
-        self.port = free_port()
-        self.env = {
-            **os.environ,
-            "DRIPSTREAM_SEARCH_HOME": str(home),
-            "DRIPSTREAM_SEARCH_PORT": str(self.port),
-            "DRIPSTREAM_SEARCH_TRANSPORT_PORT": str(free_port()),
-        }
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def run(self, command: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*SEARCH, command], env=self.env, capture_output=True, text=True)
-
-    def up(self) -> None:
-        result = self.run("up")
-        if result.returncode != 0:
-            pytest.fail(f"the search engine did not start:\n{result.stdout}{result.stderr}")
-
-    def down(self) -> None:
-        self.run("down")
 
 
 @pytest.fixture(scope="module")
@@ -84,18 +48,6 @@ def article(tag: str, fetched_at: float, status: int = 200, text: str = "") -> R
         "</article><footer>Harbour office</footer></body></html>"
     )
     return RawPage(url=url, html=html.encode(), status=status, fetched_at=fetched_at)
-
-
-def wait_until(check: Callable[[], bool], deadline_s: float, what: str, logs: Callable[[], str]):
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except Exception:  # the index not there yet, the engine restarting
-            pass
-        time.sleep(0.5)
-    pytest.fail(f"timed out waiting for {what}\n{logs()}")
 
 
 def searcher(index: SearchIndex) -> Callable[[str], list[str]]:
