@@ -307,8 +307,9 @@ def warc_record_page(
     larger one raises ``TooLarge`` (the record's content may be a compression bomb).
 
     ``truncated`` is the record's ``WARC-Truncated`` reason, or ``length`` when its length
-    lies: a body shorter than its HTTP ``Content-Length`` (without chunked framing), or
-    one that runs into the next record's WARC header (cut there). ``url``,
+    lies: a body shorter than its HTTP ``Content-Length`` (without chunked framing) or
+    than the record's own length (the file ends inside it), or one that runs into the
+    next record's WARC header (cut there). ``url``,
     ``fetched_at`` and ``status`` replace the record's own (a resolved revisit)."""
     http = record.http_headers
     if http is None or not http.status_code:
@@ -324,11 +325,14 @@ def warc_record_page(
     if len(body) > max_bytes:
         raise TooLarge(f"a WARC record's body of more than {max_bytes} bytes")
     truncated = (record.headers.get("WARC-Truncated") or "").strip().lower() or None
-    next_record = _WARC_HEAD.search(body)
+    next_record = _WARC_HEAD.search(body) if b"WARC/1." in body else None
     if next_record is not None:  # the record's Content-Length said more than it holds
         body = body[: next_record.start()].rstrip(b"\r\n")
         truncated = truncated or TRUNCATED_LENGTH
-    if truncated is None and _shorter_than_declared(body, headers):
+    if truncated is None and (
+        len(body) < (record.content_length or 0)  # the file ends inside the record
+        or _shorter_than_declared(body, headers)
+    ):
         truncated = TRUNCATED_LENGTH
     return RawPage(
         url=url if url is not None else target_uri(record.headers.get("WARC-Target-URI", "") or ""),

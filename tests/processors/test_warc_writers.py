@@ -534,12 +534,13 @@ def test_common_crawl_records(tmp_path: Path) -> None:
     assert "pilot boats leave" in outcomes[-1].record.markdown
 
 
-def stormcrawler_records(base: str) -> list[bytes]:
+def stormcrawler_records(base: str, http_length: bool = True) -> list[bytes]:
     """StormCrawler's WARC module: WARC/1.0 response records, no warcinfo, the body as
-    fetched (gzip) with the headers it came with."""
+    fetched (gzip) with the headers it came with (``http_length``: its Content-Length)."""
     records = []
     for route in PAGES:
         wire = gzip.compress(page_html(route, HOST), mtime=0)
+        length = [("Content-Length", str(len(wire)))] if http_length else []
         records.append(
             warc_record(
                 "WARC/1.0",
@@ -557,7 +558,7 @@ def stormcrawler_records(base: str) -> list[bytes]:
                     [
                         ("Content-Type", "text/html; charset=utf-8"),
                         ("Content-Encoding", "gzip"),
-                        ("Content-Length", str(len(wire))),
+                        *length,
                     ],
                     wire,
                 ),
@@ -637,6 +638,24 @@ def test_a_record_whose_length_lies_is_flagged_and_the_next_records_are_read(
     outcomes = extract(pages)
     check_records(outcomes, {base + r: (200, None) for r in (*PAGES, "/lies.html")}, (when, when))
     assert "harbour master" in outcomes[1].record.markdown or warc_delta < 0
+
+
+@pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
+def test_a_warc_that_ends_inside_a_record_flags_that_page_only(tmp_path: Path, gz: bool) -> None:
+    base = f"https://{HOST}"
+    records = stormcrawler_records(base, http_length=False)  # only the WARC length tells
+    if gz:
+        data = b"".join(gzip.compress(record, mtime=0) for record in records)
+        data = data[:-100]
+    else:
+        data = b"".join(records)[:-200]
+    path = tmp_path / ("cut.warc.gz" if gz else "cut.warc")
+    path.write_bytes(data)
+    pages, _ = read(path)
+    assert [page.raw.url for page in pages] == [base + route for route in PAGES]
+    assert [page.raw.truncated for page in pages] == [None] * (len(PAGES) - 1) + ["length"]
+    [last] = extract(pages[-1:])
+    assert last.record.truncated == "length" and not HEADER_TEXT.search(last.record.markdown)
 
 
 # --- WARC records as Kafka values ----------------------------------------------------------
