@@ -20,13 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import faust
+from aiokafka.errors import KafkaError
+from faust.types import TP
 
 from dripstream.processors.extract.sandbox import Sandbox
 from dripstream.processors.label.base import Labeller
 from dripstream.processors.label.registry import build_labeller
 from dripstream.streams import health, metrics
-from dripstream.streams.envelope import ERROR_HEADER, Inbound, Outbound
-from dripstream.streams.kafka import FETCH_BYTES, SourceReader, ssl_context
+from dripstream.streams.breaker import CrashLedger
+from dripstream.streams.envelope import ERROR_HEADER, Inbound, Outbound, dead_letter_by_reference
+from dripstream.streams.kafka import FETCH_BYTES, SourceReader, next_offsets, ssl_context
 from dripstream.streams.settings import StreamSettings
 from dripstream.streams.stages import STAGES, Handler, PageRunners, Provisions, Stage, chosen
 from dripstream.streams.template_store import TemplateStore
@@ -141,6 +144,8 @@ def build_app(
     async def deliver(stage: str, outputs: list[Outbound]) -> None:
         await asyncio.gather(*(send(output) for output in outputs))
 
+    ledger = CrashLedger(datadir, settings.crash_loop_limit)
+    _crash_loop_breaker(app, settings, stages, ledger, send)
     handle = chained_handler(stages, handlers, bool(settings.chain), settings.topic_prefix)
     agent_health = health.AgentHealth()
     for stage in stages:
@@ -171,6 +176,51 @@ def build_app(
         )
 
     return app
+
+
+def _crash_loop_breaker(
+    app: faust.App,
+    settings: StreamSettings,
+    stages: Sequence[Stage],
+    ledger: CrashLedger,
+    send: Callable[[Outbound], Awaitable[None]],
+) -> None:
+    """Wire the crash ledger (``dripstream.streams.breaker``): when a rebalance completes,
+    before faust seeks and fetches, record the offsets about to be read, and dead-letter
+    by reference and skip a message the worker has died at too often; a partition given
+    up, or a clean stop, leaves the ledger."""
+    readers = {settings.topic_prefix + stage.input_topic: stage.name for stage in stages}
+
+    async def assigned(sender: Any, **kwargs: Any) -> None:
+        assignment = app.consumer.assignment()
+        mine = sorted((tp.topic, tp.partition) for tp in assignment if tp.topic in readers)
+        try:
+            positions = await next_offsets(settings, settings.group_id(), mine)
+        except KafkaError as error:
+            log.warning("crash ledger: offsets unavailable (%s); not checked this time", error)
+            return
+        for trip in ledger.starting(positions):
+            stage = readers[trip.topic]
+            log.error("crash loop: %s", trip.error())
+            letter = dead_letter_by_reference(
+                stage, trip.topic, trip.partition, trip.offset, trip.error()
+            )
+            _count(stage, letter)
+            await send(letter)
+            # Right after this signal faust seeks each stream partition to its
+            # committed offset and resumes fetching: the skip has to be a commit.
+            await app.consumer._commit({TP(trip.topic, trip.partition): trip.offset + 1})
+
+    async def revoked(sender: Any, revoked: set[Any], **kwargs: Any) -> None:
+        ledger.release((tp.topic, tp.partition) for tp in revoked)
+
+    async def stopping(sender: Any, **kwargs: Any) -> None:
+        if app.crash_reason is None:
+            ledger.clear()
+
+    app.on_rebalance_complete.connect(assigned)
+    app.on_partitions_revoked.connect(revoked)
+    app.on_before_shutdown.connect(stopping)
 
 
 Deliver = Callable[[str, list[Outbound]], Awaitable[None]]

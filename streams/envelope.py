@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from dripstream.processors.errors import OutputTooLarge
+from dripstream.processors.errors import OutputTooLarge, PageError
 from dripstream.topics.catalog import DEAD_LETTERS, MAX_MESSAGE_BYTES
 from dripstream.topics.codecs import to_msgpack
 from dripstream.topics.records import DeadLetter, PageRecord, SourceRef
@@ -116,6 +116,28 @@ def dead_letter(stage: str, message: Inbound, error: BaseException, payload_limi
         payload_sha256=hashlib.sha256(value).hexdigest(),
     )
     source = message.source()
+    headers = {SOURCE_HEADER: source, ERROR_HEADER: letter.error_class.encode()}
+    return Outbound(DEAD_LETTERS, source, to_msgpack(letter), DEAD_LETTER_ROUTE, headers)
+
+
+def dead_letter_by_reference(
+    stage: str, topic: str, partition: int, offset: int, error: PageError
+) -> Outbound:
+    """A dead letter for a message that was never read (its value killed the worker):
+    where it lies instead of its payload, so it is not replayed blindly."""
+    now = time.time()
+    letter = DeadLetter(
+        stage=stage,
+        error_class=type(error).__name__,
+        message=str(error)[:2000],
+        attempts=1,
+        first_failure_at=now,
+        last_failure_at=now,
+        source_topic=topic,
+        source_partition=partition,
+        source_offset=offset,
+    )
+    source = f"{topic}/{partition}/{offset}".encode()
     headers = {SOURCE_HEADER: source, ERROR_HEADER: letter.error_class.encode()}
     return Outbound(DEAD_LETTERS, source, to_msgpack(letter), DEAD_LETTER_ROUTE, headers)
 

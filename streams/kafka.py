@@ -77,6 +77,29 @@ def consumer(
     return AIOKafkaConsumer(*topics, **client_options(settings), group_id=group_id, **options)
 
 
+async def next_offsets(
+    settings: StreamSettings, group_id: str, partitions: list[tuple[str, int]]
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """(topic, partition) -> (the offset ``group_id`` reads next, the end offset): its
+    committed offset, else the log start (the workers reset to the earliest)."""
+    if not partitions:
+        return {}
+    tps = [TopicPartition(topic, partition) for topic, partition in partitions]
+    client = consumer(settings, group_id=group_id)
+    await client.start()
+    try:
+        starts = await client.beginning_offsets(tps)
+        ends = await client.end_offsets(tps)
+        positions = {}
+        for tp in tps:
+            committed = await client.committed(tp)
+            offset = starts[tp] if committed is None else max(committed, starts[tp])
+            positions[(tp.topic, tp.partition)] = (offset, ends[tp])
+        return positions
+    finally:
+        await client.stop()
+
+
 def specs(settings: StreamSettings) -> list[TopicSpec]:
     return topic_specs(
         settings.partitions, settings.replication, settings.retention_hours * DAY_MS // 24

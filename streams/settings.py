@@ -335,8 +335,16 @@ SETTINGS: tuple[Setting, ...] = (
         "DRIPSTREAM_DATA_DIR",
         str,
         ".cache/worker",
-        "worker state folder (faust data dir)",
+        "worker state folder, one per worker (faust data dir, crash ledger)",
         "stream",
+    ),
+    Setting(
+        "DRIPSTREAM_CRASH_LOOP_LIMIT",
+        int,
+        3,
+        "deaths of a worker at one message before it is dead-lettered by reference, unread",
+        "stream",
+        low=1,
     ),
     # labeller
     Setting(
@@ -760,6 +768,7 @@ class StreamSettings:
     web_host: str
     log_level: str
     data_dir: str
+    crash_loop_limit: int
     security_protocol: str
     sasl_mechanism: str
     sasl_username: str

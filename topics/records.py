@@ -262,6 +262,10 @@ class DeadLetter(msgspec.Struct, frozen=True, kw_only=True):
     first_failure_at: float
     last_failure_at: float
     source_topic: str | None = None
+    source_partition: int | None = None
+    source_offset: int | None = None
+    """Where the input lies; set when it was dead-lettered by reference (``CrashLoop``),
+    without its value being read."""
     key: bytes | None = None
     headers: dict[str, bytes] = {}
     """The input message's headers, restored on replay."""

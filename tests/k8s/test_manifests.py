@@ -342,3 +342,17 @@ def test_the_optional_sink_stage_scales_on_the_records_topic_with_documented_set
         "dripstream-search"
     )
     assert _secrets_read(deployment)["dripstream-search"] == set(search)
+
+
+def test_each_worker_keeps_its_data_dir_on_an_empty_dir_across_container_restarts() -> None:
+    data_dir = config_map()["data"]["DRIPSTREAM_DATA_DIR"]
+    deployments = by_kind("Deployment") + [
+        doc for doc in documents(K8S / "sink") if doc["kind"] == "Deployment"
+    ]
+    assert len(deployments) == len(DEFAULT_STAGES) + 1
+    for deployment in deployments:
+        spec = deployment["spec"]["template"]["spec"]
+        (container,) = spec["containers"]
+        [mount] = [m for m in container["volumeMounts"] if m["mountPath"] == data_dir]
+        [volume] = [v for v in spec["volumes"] if v["name"] == mount["name"]]
+        assert "emptyDir" in volume, deployment["metadata"]["name"]
