@@ -309,8 +309,8 @@ def warc_record_page(
     ``truncated`` is the record's ``WARC-Truncated`` reason, or ``length`` when its length
     lies: a body shorter than its HTTP ``Content-Length`` (without chunked framing) or
     than the record's own length (the file ends inside it), or one that runs into the
-    next record's WARC header (cut there). ``url``,
-    ``fetched_at`` and ``status`` replace the record's own (a resolved revisit)."""
+    next record's WARC header (cut there). ``url``, ``fetched_at`` and ``status`` replace
+    the record's own (a resolved revisit)."""
     http = record.http_headers
     if http is None or not http.status_code:
         return None
