@@ -79,18 +79,23 @@ Judge = Callable[[str, str], str]  # (html, url) -> an extractor's Markdown
 
 
 def run_site(
-    pages: list[dict], teacher_name: str, settings: TemplateSettings, judges: Sequence[Judge] = ()
+    pages: list[dict],
+    teacher_name: str,
+    settings: TemplateSettings,
+    judges: Sequence[Judge] = (),
+    seed: int | None = None,
 ) -> dict:
-    """The site's pages through the teacher alone and through the cache in front of it.
-    With ``judges`` (extractors independent of both), each served page whose labels differ
-    from the teacher's also gets, per judge, the ROUGE-5 of the template's Markdown minus
-    that of the teacher's, both against the judge's Markdown (``judged``)."""
+    """The site's pages through the teacher alone and through the cache in front of it
+    (``seed``: its shadow draw). With ``judges`` (extractors independent of both), each
+    served page whose labels differ from the teacher's also gets, per judge, the ROUGE-5
+    of the template's Markdown minus that of the teacher's, both against the judge's
+    Markdown (``judged``)."""
     raws = [raw_page_from_row(row) for row in pages]
     html_of = {row["url"]: row["html"] for row in pages}
     pipeline = teacher_settings(teacher_name)
     teacher = build_labeller(teacher_name)
     alone = extract_pages(raws, teacher, pipeline)
-    cascade = AuditedCascade(build_labeller(teacher_name), TemplateCache(settings))
+    cascade = AuditedCascade(build_labeller(teacher_name), TemplateCache(settings, seed=seed))
     with_cache = [extract_pages([raw], cascade, pipeline)[0] for raw in raws]  # crawl order
     served_flags = [
         bool(outcome.record and outcome.record.extractor.endswith(f":{TEMPLATE_LABELLER}"))

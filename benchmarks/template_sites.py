@@ -26,6 +26,12 @@ minus that of the teacher's, summed over the site's pages and divided by their n
 (``judged_cascade_minus_teacher``; > 0: the cascade is closer to the judge than the teacher
 alone).
 
+The cache draws its 5% shadow checks at random (``--seed`` fixes the draw); which pages
+it draws moves a site's share. With ``--draws N``, each site's crawl is also replayed
+through the cache alone ``N`` times with draws 0..N-1, the teacher's labels computed
+once: the served share's mean, lowest and highest (``draws``). ``--departure 0`` turns
+the cache's content checks off.
+
 With ``--why``, each site's crawl is also replayed through the cache alone, saying why
 each page the template did not serve went to the teacher (``templates.NOT_SERVED``; for a
 page of an unverified cluster, also what the template would have said of it), and
@@ -41,17 +47,21 @@ import random
 import statistics
 import subprocess
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
 from template_cache import run_site, teacher_settings
 
 from dripstream.processors.ingest.sources import raw_page_from_row
+from dripstream.processors.label.base import LabelOutcome
 from dripstream.processors.label.registry import build_labeller
 from dripstream.processors.label.templates import (
     BACKOFF_MARK,
     NOT_SERVED,
+    TEMPLATE_LABELLER,
     TemplateCache,
+    TemplateCascade,
     TemplateSettings,
 )
 from dripstream.processors.pipeline import simplify_page
@@ -122,6 +132,41 @@ def summary(result: dict) -> dict[str, object]:
     }
 
 
+class Replay:
+    """A teacher that answers from labels computed before (keyed by page id)."""
+
+    name = "replay"
+
+    def __init__(self, answers: dict[str, LabelOutcome]) -> None:
+        self.answers = answers
+
+    def label(self, pages: Sequence[SimplifiedPage]) -> list[LabelOutcome]:
+        return [self.answers[page.page_id] for page in pages]
+
+
+def draws(
+    rows: list[dict], teacher_name: str, count: int, settings: TemplateSettings
+) -> dict[str, float]:
+    """The served share over ``count`` shadow draws (see the module docstring)."""
+    teacher = build_labeller(teacher_name)
+    pipeline = teacher_settings(teacher_name)
+    pages = [simplify_page(raw_page_from_row(row), pipeline) for row in rows]
+    pages = [page for page in pages if isinstance(page, SimplifiedPage)]
+    answers = {
+        page.page_id: outcome for page, outcome in zip(pages, teacher.label(pages), strict=True)
+    }
+    shares = []
+    for seed in range(count):
+        cascade = TemplateCascade(Replay(answers), TemplateCache(settings, seed=seed))
+        served = sum(cascade.label([page])[0].labeller == TEMPLATE_LABELLER for page in pages)
+        shares.append(served / len(rows))
+    return {
+        "mean": round(statistics.fmean(shares), 4),
+        "lowest": round(min(shares), 4),
+        "highest": round(max(shares), 4),
+    }
+
+
 def why(rows: list[dict], teacher_name: str, top: int = 8) -> dict[str, object]:
     """Why the pages the cache did not serve went to the teacher (see the docstring)."""
     teacher = build_labeller(teacher_name)
@@ -175,6 +220,10 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=SITES_DIR)
     parser.add_argument("--out", default="out/template_sites.json")
     parser.add_argument("--why", action="store_true", help="also say why pages were not served")
+    parser.add_argument("--draws", type=int, default=0, help="also replay over this many draws")
+    parser.add_argument(
+        "--departure", type=float, default=TemplateSettings().departure, help="0: no content check"
+    )
     parser.add_argument(
         "--judges",
         action="store_true",
@@ -190,12 +239,17 @@ def main() -> None:
         result = run_site(
             rows,
             args.teacher,
-            TemplateSettings(),
+            TemplateSettings(departure=args.departure),
             [partial(baseline_markdown, name) for name in judges],
+            seed=args.seed,
         )
         result["judges"] = list(judges)
         report[package] = summary(result)
         print(package, json.dumps(report[package]), flush=True)
+        if args.draws:
+            settings = TemplateSettings(departure=args.departure)
+            report[package]["draws"] = draws(rows, args.teacher, args.draws, settings)
+            print(package, "draws", json.dumps(report[package]["draws"]), flush=True)
         if args.why:
             report[f"{package} why"] = why(rows, args.teacher)
             print(package, "why", json.dumps(report[f"{package} why"]), flush=True)
