@@ -391,12 +391,19 @@ _SCAN_BLOCK = 1 << 20
 
 
 def _warc_records(stream: IO[bytes], skipped: Counter[str]) -> Iterator[Any]:
-    """Every fastwarc record of ``stream`` (plain or gzip), in order. When a record's
+    """The fastwarc records of ``stream`` (plain or gzip) that may hold or name a page,
+    in order (request, metadata and resource records are left unparsed). When a record's
     length lies, fastwarc finds no record where it looks next; on a seekable stream the
     reading goes on at the next record start after the last good one (a gzip member
     holding a WARC header, or a ``WARC/1.x`` line), counted as ``unreadable``."""
-    from fastwarc.warc import ArchiveIterator
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
 
+    kinds = (
+        WarcRecordType.response
+        | WarcRecordType.revisit
+        | WarcRecordType.warcinfo
+        | WarcRecordType.continuation
+    )
     seekable = stream.seekable()
     gz = False
     if seekable:
@@ -407,7 +414,7 @@ def _warc_records(stream: IO[bytes], skipped: Counter[str]) -> Iterator[Any]:
     scan_from = 0
     while True:
         try:
-            for record in ArchiveIterator(stream, parse_http=True):
+            for record in ArchiveIterator(stream, record_types=kinds, parse_http=True):
                 if record.stream_pos <= last:
                     continue
                 last = record.stream_pos
