@@ -7,9 +7,10 @@ whatever the labeller; the oracle reads its labels from the marks first. Word F1
 snippet rates are WCXB's own metric (``training/wordf1.py``), reported per page type so
 figures compare with WCXB's published ones.
 
-With a ``TemplateCascade`` labeller the pages go one at a time, in file order (the cache
-learns in crawl order), and the report adds the cache's share and its agreement with the
-teacher on the pages it served (audited: an ``AuditedCascade``).
+With a ``TemplateCascade`` labeller the pages go in file order (the cache learns in crawl
+order; within a batch it decides a site's pages in order, see ``templates.cascade``), and
+the report adds the cache's share and its agreement with the teacher on the pages it
+served (audited: an ``AuditedCascade``).
 """
 
 from __future__ import annotations
@@ -114,9 +115,9 @@ def evaluate(
     progress: Callable[[int], None] | None = None,
     runner: PageRunner | None = None,
 ) -> EvalReport:
-    """Run the whole pipeline on every page and score it against its gold."""
-    if isinstance(labeller, TemplateCascade):
-        batch_size = 1
+    """Run the whole pipeline on every page and score it against its gold, in batches of
+    ``batch_size`` in file order (a template cascade decides a site's pages of a batch in
+    order, each after the teacher labels of the ones before)."""
     scores: list[PageScore] = []
     for start in range(0, len(rows), batch_size):
         batch = rows[start : start + batch_size]

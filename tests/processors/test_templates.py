@@ -75,6 +75,53 @@ def test_a_template_serves_only_after_it_verified_on_the_teacher_pages() -> None
     assert teacher.calls < 8
 
 
+class BatchTeacher(Teacher):
+    """``Teacher``, keeping the pages' URLs of each batch it was asked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[str]] = []
+
+    def label(self, pages):
+        self.batches.append([page.url for page in pages])
+        return super().label(pages)
+
+
+def test_a_batch_of_one_sites_pages_learns_from_each_teacher_page_in_order() -> None:
+    settings = TemplateSettings(verify_pages=3, shadow_rate=0)
+    pages = [article(site, n) for n in range(10) for site in ("example.com", "other.org")]
+    teacher = BatchTeacher()
+    cascade = TemplateCascade(teacher, TemplateCache(settings))
+    batched = cascade.label(pages)
+    one_by_one = TemplateCascade(Teacher(), TemplateCache(settings))
+    alone = [one_by_one.label([page])[0] for page in pages]
+    assert [o.labeller for o in batched] == [o.labeller for o in alone]
+    assert [o.labels for o in batched] == [o.labels for o in alone]
+    for site in ("example.com", "other.org"):
+        served = [
+            o.labeller == TEMPLATE_LABELLER
+            for p, o in zip(pages, batched, strict=True)
+            if site in p.url
+        ]
+        # as one at a time: three verified teacher pages (the 3rd, 4th and 5th), then served
+        assert served[:5] == [False] * 5 and all(served[5:]), served
+    # one page a site per teacher batch, the two sites' pages asked together
+    assert all(len(batch) == 2 and batch[0] != batch[1] for batch in teacher.batches)
+    assert len(teacher.batches) == 5 == cascade.teacher_batches
+
+
+def test_a_shadow_check_in_a_batch_is_answered_before_the_sites_next_page() -> None:
+    cache = TemplateCache(TemplateSettings(verify_pages=2, shadow_rate=0), seed=0)
+    teacher = BatchTeacher()
+    cascade = TemplateCascade(teacher, cache)
+    for n in range(6):
+        cascade.label([article("example.com", n)])
+    cache.settings = TemplateSettings(verify_pages=2, shadow_rate=1)
+    outcomes = cascade.label([article("example.com", n) for n in range(10, 13)])
+    assert all(o.labeller == TEMPLATE_LABELLER for o in outcomes)
+    assert teacher.batches[-3:] == [[f"https://www.example.com/article/{n}"] for n in (10, 11, 12)]
+
+
 def test_a_page_with_a_block_the_template_does_not_know_goes_to_the_teacher() -> None:
     cache = TemplateCache(TemplateSettings(verify_pages=2, shadow_rate=0))
     cascade = TemplateCascade(Teacher(), cache)

@@ -55,6 +55,38 @@ def test_extract_reports_unusable_input_with_its_class(tmp_path: Path, capsys) -
     assert "error: NotHtml" in capsys.readouterr().err
 
 
+def report_page(number: int) -> dict[str, str]:
+    """A page of one site's report layout (a line of ``extract --jsonl`` input)."""
+    paragraphs = "".join(
+        f"<p>Paragraph {i} of report {number} has enough ordinary words to be the story.</p>"
+        for i in range(4)
+    )
+    html = (
+        '<html><body><div class="menu"><a href="/">Home</a> <a href="/about">About</a></div>'
+        f'<article class="report"><h1>Report {number}</h1>{paragraphs}</article>'
+        '<div class="extras"><p>Contact the newsroom at the address below.</p></div>'
+    )
+    return {"id": f"r{number}", "url": f"https://www.reports.example/r/{number}", "html": html}
+
+
+def test_extract_with_the_template_cache_serves_a_sites_pages_after_it_verified(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "site.jsonl"
+    source.write_text("".join(json.dumps(report_page(n)) + "\n" for n in range(20)))
+    target = tmp_path / "out.jsonl"
+    options = ["--out", str(target), "--quiet", "--labeller", "heuristic", "--no-sandbox"]
+    assert main(["extract", "--jsonl", str(source), "--template-cache", *options]) == 0
+    records = [json.loads(line) for line in target.read_text(encoding="utf-8").splitlines()]
+    extractors = [r["extractor"] for r in records]
+    # One batch: page 0 starts the template, pages 2-4 (each with two teacher pages
+    # before it) verify it, and page 5 on is served, each knowing the answers before it.
+    assert extractors[:5] == ["dripper:heuristic"] * 5, extractors
+    assert extractors[5:] == ["dripper:template"] * 15, extractors
+    assert all("to be the story" in r["markdown"] for r in records)
+    assert not any("Contact the newsroom" in r["markdown"] for r in records)
+
+
 def test_extract_jsonl_writes_one_line_per_input_line(tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
     lines = [
