@@ -1,7 +1,8 @@
 """Site templates on the real broker: learned by one worker, used by the next one after
 it was killed with kill -9 (its partitions rebalanced to a fresh worker, which checks a
 loaded state on one teacher page before it serves from it); a crafted state written to
-the topic without the workers' key is never served."""
+the topic without the workers' key is never served; a burst of one site's pages in one
+micro-batch learns page after page."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import asyncio
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import msgspec
@@ -16,11 +18,11 @@ import pytest
 
 from dripstream.processors.label.templates import SIGNATURE_RULES
 from dripstream.streams.envelope import SOURCE_HEADER
-from dripstream.streams.kafka import producer
+from dripstream.streams.kafka import next_offsets, producer, topic_partitions
 from dripstream.streams.settings import StreamSettings
 from dripstream.streams.template_store import SIGNATURE_HEADER, read_site_states, sign
 from dripstream.streams.tools import produce_pages, wait_for_outputs
-from dripstream.topics.catalog import TEMPLATES
+from dripstream.topics.catalog import SIMPLIFIED, TEMPLATES
 from dripstream.topics.codecs import to_msgpack
 from dripstream.topics.records import RawPage
 
@@ -126,3 +128,37 @@ def test_a_crafted_state_without_the_key_is_never_served(
     assert all(r["extractor"] == "dripper:template" for r in records), workers.logs()
     assert all("has enough ordinary words to be the story" in r["markdown"] for r in records)
     assert "without a valid signature ignored" in workers.logs()
+
+
+def wait_for_simplified(settings: StreamSettings, count: int, deadline_s: float) -> None:
+    """Wait until the simplified topic holds ``count`` messages."""
+    topic = settings.topic_prefix + SIMPLIFIED
+
+    async def held() -> int:
+        partitions = (await topic_partitions(settings, [topic]))[topic]
+        offsets = await next_offsets(settings, "probe", [(topic, p) for p in partitions])
+        return sum(end for _, end in offsets.values())
+
+    deadline = time.monotonic() + deadline_s
+    while (found := asyncio.run(held())) < count:
+        assert time.monotonic() < deadline, f"{found} of {count} pages simplified"
+        time.sleep(0.5)
+
+
+def test_a_burst_of_one_sites_pages_in_one_micro_batch_learns_page_after_page(
+    stream_settings: StreamSettings, workers, keyed_env: dict[str, str]
+) -> None:
+    env = {**keyed_env, "DRIPSTREAM_MAX_BATCH": "16", "DRIPSTREAM_MAX_WAIT_MS": "2000"}
+    workers.start("simplify,reconstruct,fallback", **env)
+    produced = asyncio.run(
+        produce_pages(stream_settings, [site_page(n) for n in range(12)], progress=False)
+    )
+    wait_for_simplified(stream_settings, 12, deadline_s=90)
+    workers.start("label", **env)  # its first micro-batch: the 12 pages waiting
+    outputs = asyncio.run(wait_for_outputs(stream_settings, produced, deadline_s=120))
+    extractors = [json.loads(m.value)["extractor"] for m in outputs if m.headers.get(SOURCE_HEADER)]
+    assert len(extractors) == 12, workers.logs()
+    # Two verified teacher pages after the two that start the template (the pages come
+    # in partition order, not produce order), then every page served.
+    assert extractors.count("dripper:heuristic") == 4, (extractors, workers.logs())
+    assert extractors.count("dripper:template") == 8, (extractors, workers.logs())
