@@ -187,6 +187,54 @@ def test_each_pod_holds_only_its_own_role_s_broker_credentials() -> None:
     assert roles_seen == set(ROLE_NAMES) - {CRAWLER} | {"admin"}
 
 
+def _env_of(doc: dict) -> dict[str, str]:
+    """A workload's environment: its ConfigMaps' data, then its containers' own env."""
+    spec = doc["spec"]["template"]["spec"]
+    env: dict[str, str] = {}
+    for container in spec["containers"] + spec.get("initContainers", []):
+        for source in container.get("envFrom", []):
+            env.update(config_map(source["configMapRef"]["name"])["data"])
+        env.update({e["name"]: e.get("value", "") for e in container.get("env", [])})
+    return env
+
+
+def _secret_files(doc: dict) -> dict[str, tuple[str, str]]:
+    """File path -> (Secret, key) for each Secret key a workload's container mounts."""
+    spec = doc["spec"]["template"]["spec"]
+    volumes = {v["name"]: v["secret"] for v in spec["volumes"] if "secret" in v}
+    files = {}
+    for container in spec["containers"]:
+        for mount in container.get("volumeMounts", []):
+            secret = volumes.get(mount["name"])
+            for item in (secret or {}).get("items", []):
+                path = f"{mount['mountPath'].rstrip('/')}/{item['path']}"
+                files[path] = (secret["secretName"], item["key"])
+    return files
+
+
+def test_only_the_label_pods_get_the_template_key_from_a_mounted_secret() -> None:
+    """The label workers sign and check shared template states with one key, a file of a
+    Secret mounted into them; no other pod is told of it or mounts it."""
+    key_secrets = set()
+    for doc in _readers():
+        if doc["kind"] == "TriggerAuthentication":
+            continue
+        env = _env_of(doc)
+        (container,) = doc["spec"]["template"]["spec"]["containers"]
+        args = container.get("args", [])
+        if doc["kind"] == "Deployment" and args[args.index("--stages") + 1] == "label":
+            path = env["DRIPSTREAM_TEMPLATE_KEY_FILE"]
+            secret, key = _secret_files(doc)[path]
+            assert key in _secret_templates()[secret]
+            key_secrets.add(secret)
+        else:
+            assert "DRIPSTREAM_TEMPLATE_KEY_FILE" not in env, doc["metadata"]["name"]
+    assert key_secrets == {"dripstream-template-key"}
+    for doc in _readers():
+        if doc["metadata"]["name"] != "dripstream-label":
+            assert "dripstream-template-key" not in _secrets_read(doc), doc["metadata"]["name"]
+
+
 def test_only_the_setup_job_creates_topics_and_acls_as_the_admin() -> None:
     for deployment in by_kind("Deployment") + [
         doc for doc in documents(K8S / "sink") if doc["kind"] == "Deployment"
