@@ -29,7 +29,7 @@ from dripstream.processors.errors import (
 from dripstream.processors.extract.budget import PipelineSettings
 from dripstream.processors.extract.fallback import EXTRACTOR as FALLBACK_EXTRACTOR
 from dripstream.processors.extract.fallback import fallback_markdown
-from dripstream.processors.extract.language import detect_language
+from dripstream.processors.extract.language import detect_language, load_detector
 from dripstream.processors.extract.reconstruct import reconstruct
 from dripstream.processors.extract.sandbox import InProcess, PageRunner
 from dripstream.processors.extract.simplify import simplify
@@ -327,6 +327,12 @@ def page_error(error: PageError, context: str = "") -> Outcome:
         error_class=type(error).__name__,
         message=f"{context}{error}",
     )
+
+
+def warm_up() -> None:
+    """Load what page work loads on first use (the language model): a sandbox's zygote
+    runs it once, so every child it forks starts warm."""
+    load_detector()
 
 
 def simplify_step(

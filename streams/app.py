@@ -26,6 +26,7 @@ from faust.types import TP
 from dripstream.processors.extract.sandbox import Sandbox
 from dripstream.processors.label.base import Labeller
 from dripstream.processors.label.registry import build_labeller
+from dripstream.processors.pipeline import warm_up
 from dripstream.streams import health, metrics
 from dripstream.streams.breaker import CrashLedger
 from dripstream.streams.envelope import ERROR_HEADER, Inbound, Outbound, dead_letter_by_reference
@@ -77,7 +78,7 @@ def worker_provisions(settings: StreamSettings, labeller: Labeller | None = None
     stage asks for one), the pages-topic reader and the templates-topic store."""
     limits = settings.limits()
     return Provisions(
-        runners=PageRunners(lambda contexts: Sandbox(contexts, limits)),
+        runners=PageRunners(lambda contexts: Sandbox(contexts, limits, warm_up)),
         labeller=(lambda: labeller)
         if labeller is not None
         else (lambda: build_labeller(settings.labeller, settings.labeller_options())),

@@ -50,3 +50,16 @@ def misbehave(context: object, item: str) -> str:
     elif item == "bug":
         raise KeyError("oops")
     return f"ok:{item}:{os.getpid()}"
+
+
+WARMED: list[int] = []
+
+
+def warm() -> None:
+    """A warm-up: records the process it ran in."""
+    WARMED.append(os.getpid())
+
+
+def warmed_in(context: object, item: str) -> tuple[list[int], int, int]:
+    """Where the warm-up ran, this child's pid and its parent's (the zygote)."""
+    return WARMED, os.getpid(), os.getppid()

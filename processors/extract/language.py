@@ -31,6 +31,11 @@ def _detector() -> Any:
     return LangDetector(LangDetectConfig(model="lite"))
 
 
+def load_detector() -> None:
+    """Load the model now rather than on the first text."""
+    _detector()
+
+
 def detect_language(text: str) -> str | None:
     """The language code of ``text``, or None when unsure (see the module docstring)."""
     sample = _SYNTAX.sub(" ", _LINK_TARGETS.sub(" ", text[:SAMPLE_CHARS])).strip()

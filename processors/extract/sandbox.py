@@ -2,9 +2,8 @@
 
 The CPU stages parse untrusted HTML. Cheap checks before parsing reject most hostile
 pages, but only the operating system can bound what a parser does with the rest. A
-``Sandbox`` runs ``function(context, item)`` for each item in one long-lived child
-process whose data segment is capped (``RLIMIT_DATA``), and waits for each result at
-most ``timeout_s``:
+``Sandbox`` runs ``function(context, item)`` for each item in a child process whose data
+segment is capped (``RLIMIT_DATA``), and waits for each result at most ``timeout_s``:
 
 - a page that runs past its time is killed with the child: ``PageTimeout``;
 - a page that exhausts the memory cap (``MemoryError`` in the child, or the child dying
@@ -12,21 +11,25 @@ most ``timeout_s``:
   child to receive at all: ``TooLarge``;
 - a child that died for another reason (a crash in native code): ``WorkerCrashed``.
 
-The child is then restarted and the batch goes on with the next item, so one page can
-cost its own result and the restart, never its neighbours' results or the caller's
-process. Items go one at a time, so the caller holds at most one pickled page.
-``InProcess`` is the same interface without a child (tests, trusted input).
+The batch then goes on with a new child, so one page costs its own result and a fork,
+never its neighbours' results or the caller's process. A child also retires after a page
+that left its heap grown. Items go one at a time, so the caller holds at most one pickled
+page. ``InProcess`` is the same interface without a child (tests, trusted input).
 
-The child is a fresh interpreter (``python -m dripstream.processors.extract.sandbox``)
-talking over a socket pair: it inherits no threads, locks or main-module state from the
-caller (a faust worker, pytest, a script). Items, contexts and results cross by pickle,
-once per batch; the context (settings, tokenizer) is sent once when the child starts.
+Children are forked from a zygote: a fresh interpreter (``python -m
+dripstream.processors.extract.sandbox``) that imports the work's module and receives the
+context once, then forks a child per request over a socket pair (the child's socket is
+passed with the request), so a new child costs a fork, not an interpreter's start. The
+zygote inherits no threads, locks or main-module state from the caller (a faust worker,
+pytest, a script) and never runs a page; it reaps its children and reports their exit
+codes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import importlib
 import logging
 import os
@@ -98,18 +101,71 @@ class InProcess(Generic[C]):
         self.close()
 
 
-def child_main(fd: int, memory_mib: int) -> None:
-    """The child's loop: receive the context, then one (function, item) request at a time;
-    answer each with (ok, value)."""
+def zygote_main(fd: int, memory_mib: int) -> None:
+    """The zygote's loop: receive the context and import the work's module once, then
+    fork a child per ``"fork"`` request (its socket arrives with the request) and reap
+    one per ``("wait", pid)``; EOF or None ends it, and its children with it."""
     connection = Connection(fd)
-    context, module = connection.recv()
+    control = socket.socket(fileno=os.dup(fd))
+    context, module, warm_up = connection.recv()
     importlib.import_module(module)  # before "ready": imports are not a page's time
+    if warm_up is not None:
+        warm_up()  # what page work loads on first use, loaded once for every child
+    gc.freeze()  # the children's collections leave the shared objects (and their pages) be
+    connection.send("ready")
+    children: set[int] = set()
+    try:
+        while True:
+            try:
+                request = connection.recv()
+            except EOFError:
+                return
+            if request is None:
+                return
+            if request == "fork":
+                _, fds, _, _ = socket.recv_fds(control, 1, 1)
+                pid = os.fork()
+                if pid == 0:
+                    connection.close()
+                    control.close()
+                    try:
+                        _serve(Connection(fds[0]), context, memory_mib)
+                    finally:
+                        os._exit(0)
+                os.close(fds[0])
+                children.add(pid)
+                connection.send(pid)
+            else:
+                _, pid = request
+                children.discard(pid)
+                connection.send(_exit_code(pid))
+    finally:
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+
+def _exit_code(pid: int) -> int | None:
+    """A child's exit code as ``Popen.returncode`` gives it (-N: killed by signal N)."""
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return None
+    return os.waitstatus_to_exitcode(status)
+
+
+def _serve(connection: Connection, context: Any, memory_mib: int) -> None:
+    """A forked child's loop: one (function, item) request at a time, answered with
+    (ok, value, retiring); it leaves after a page that left its heap grown."""
     # The budget is per page, on top of what the code and the context (a tokenizer can
     # take a hundred MiB) already hold.
     global _data_limit
+    budget = memory_mib * MIB
     base = _data_bytes()
-    limit = _data_limit = base + memory_mib * MIB
-    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    _data_limit = base + budget
+    resource.setrlimit(resource.RLIMIT_DATA, (_data_limit, _data_limit))
     connection.send("ready")
     while True:
         try:
@@ -131,7 +187,7 @@ def child_main(fd: int, memory_mib: int) -> None:
         except Exception as error:  # a bug, or a library's report of a failed allocation
             reply = (False, memory_error_for(error) or WorkerCrashed(_describe(error)))
         del item
-        retiring = _grown(base, memory_mib * MIB // 4)
+        retiring = _grown(base, budget // 4)
         try:
             connection.send((*reply, retiring))
         except MemoryError:
@@ -155,8 +211,8 @@ def _describe(error: Exception) -> str:
 
 def _grown(base: int, allowance: int) -> bool:
     """Whether the heap kept more than ``allowance`` over ``base`` after a page (fragments
-    the allocator did not give back even when asked): the next page would start short, so
-    the child retires and the next page gets a fresh one."""
+    the allocator did not give back even when asked): the next page would start short of
+    its budget, so the child leaves and the next page gets a fresh fork."""
     if _data_bytes() - base <= allowance:
         return False
     with contextlib.suppress(OSError, AttributeError):
@@ -173,34 +229,20 @@ def _data_bytes() -> int:
     return 0
 
 
-class Sandbox(Generic[C]):
-    """A killable child process for per-page work (see the module docstring).
+class _Zygote:
+    """The fresh interpreter that forks the children (``zygote_main``)."""
 
-    ``map`` is thread-safe (one batch at a time), so a stream stage can call it from a
-    worker thread while its event loop keeps heartbeats and health checks answering.
-    """
-
-    def __init__(self, context: C, limits: Limits | None = None) -> None:
-        self.context = context
-        self.limits = limits or Limits()
-        self.restarts = 0
-        self.retirements = 0  # children that left on their own after a page (heap grown)
-        self._lock = threading.Lock()
-        self._process: subprocess.Popen[bytes] | None = None
-        self._connection: Connection | None = None
-
-    def _start(self, function: Function) -> Connection:
-        if self._process is not None and self._process.poll() is None and self._connection:
-            return self._connection
-        self._stop()
+    def __init__(
+        self, context: Any, module: str, memory_mib: int, warm_up: Callable[[], None] | None
+    ) -> None:
         ours, theirs = socket.socketpair()
-        process = subprocess.Popen(
+        self.process = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
                 "dripstream.processors.extract.sandbox",
                 str(theirs.fileno()),
-                str(self.limits.memory_mib),
+                str(memory_mib),
             ],
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
@@ -208,31 +250,117 @@ class Sandbox(Generic[C]):
             env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, sys.path))},
         )
         theirs.close()
-        connection = Connection(ours.detach())
-        self._process, self._connection = process, connection
+        self.control = ours
+        self.connection = Connection(os.dup(ours.fileno()))
         try:
-            connection.send((self.context, function.__module__))
-            ready = connection.poll(STARTUP_TIMEOUT_S) and connection.recv() == "ready"
+            self.connection.send((context, module, warm_up))
+            ready = self.connection.poll(STARTUP_TIMEOUT_S) and self.connection.recv() == "ready"
         except (EOFError, OSError):
             ready = False
         if not ready:
-            self._stop()
-            raise RuntimeError(f"the sandbox child did not start within {STARTUP_TIMEOUT_S} s")
-        return connection
+            self.close()
+            raise RuntimeError(f"the sandbox did not start within {STARTUP_TIMEOUT_S} s")
 
-    def _stop(self) -> None:
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def fork(self) -> tuple[int, Connection]:
+        """A new child, and the connection to it once it is ready."""
+        ours, theirs = socket.socketpair()
+        try:
+            self.connection.send("fork")
+            socket.send_fds(self.control, [b"F"], [theirs.fileno()])
+            pid = self.connection.recv()
+        finally:
+            theirs.close()
+        connection = Connection(ours.detach())
+        if not (connection.poll(STARTUP_TIMEOUT_S) and connection.recv() == "ready"):
+            raise RuntimeError("a sandbox child did not start")
+        return pid, connection
+
+    def exit_code(self, pid: int) -> int | None:
+        """Reap a child (it has ended or been killed); its exit code."""
+        try:
+            self.connection.send(("wait", pid))
+            return self.connection.recv()
+        except (EOFError, OSError):
+            return None
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.connection.send(None)
+        self.connection.close()
+        self.control.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+class Sandbox(Generic[C]):
+    """A killable child process for per-page work (see the module docstring).
+
+    ``map`` is thread-safe (one batch at a time), so a stream stage can call it from a
+    worker thread while its event loop keeps heartbeats and health checks answering.
+    """
+
+    def __init__(
+        self,
+        context: C,
+        limits: Limits | None = None,
+        warm_up: Callable[[], None] | None = None,
+    ) -> None:
+        """``warm_up`` (a module-level function) runs once in the zygote, so every child
+        starts with what it loads."""
+        self.context = context
+        self.limits = limits or Limits()
+        self.warm_up = warm_up
+        self.restarts = 0
+        self.retirements = 0  # children that left on their own after a page (heap grown)
+        self.forks = 0
+        self._lock = threading.Lock()
+        self._zygote: _Zygote | None = None
+        self._pid: int | None = None
+        self._connection: Connection | None = None
+
+    def _start(self, function: Function) -> Connection:
+        if self._connection is not None:
+            return self._connection
+        for attempt in (1, 2):  # a zygote that died is started again, once
+            if self._zygote is None or not self._zygote.alive():
+                if self._zygote is not None:
+                    self._zygote.close()
+                self._zygote = _Zygote(
+                    self.context, function.__module__, self.limits.memory_mib, self.warm_up
+                )
+            try:
+                self._pid, self._connection = self._zygote.fork()
+            except (EOFError, OSError, RuntimeError):
+                if attempt == 2:
+                    raise
+                self._zygote.close()
+                self._zygote = None
+                continue
+            self.forks += 1
+            return self._connection
+        raise AssertionError("unreachable")
+
+    def _stop(self) -> int | None:
+        """End the child (killed if still there) and reap it; its exit code."""
         if self._connection is not None:
             self._connection.close()
-        if self._process is not None:
-            if self._process.poll() is None:
-                self._process.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._process.wait(timeout=5)
-        self._process = self._connection = None
+        code = None
+        if self._pid is not None and self._zygote is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._pid, 9)
+            code = self._zygote.exit_code(self._pid)
+        self._pid = self._connection = None
+        return code
 
     @property
     def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
+        return self._pid
 
     def map(self, function: Function, items: Sequence[Any]) -> list[Any | PageError]:
         """One result per item, in order: the function's value or a PageError. Items go
@@ -271,20 +399,12 @@ class Sandbox(Generic[C]):
                 return PageTimeout(f"page work exceeded {self.limits.timeout_s:g} s (killed)")
             try:
                 if connection.poll(min(left, 0.5)):
-                    return None
+                    return None  # a reply, or the end of a child that died: recv tells
             except (EOFError, OSError):
-                return self._death()
-            if self._process is not None and self._process.poll() is not None:
-                if connection.poll(0):
-                    return None
                 return self._death()
 
     def _death(self) -> PageError:
-        process = self._process
-        code = None
-        if process is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                code = process.wait(timeout=5)
+        code = self._stop()
         log.warning("sandbox child died (exit code %s); restarting", code)
         # An allocation the cap refused ends as SIGSEGV/SIGABRT in native code as often as
         # a MemoryError: both are the page's doing, so both count as memory.
@@ -298,12 +418,15 @@ class Sandbox(Generic[C]):
         return WorkerCrashed(f"the page's work ended the child process (exit code {code})")
 
     def close(self) -> None:
-        """Stop the child (idempotent)."""
+        """Stop the child and the zygote (idempotent)."""
         with self._lock:
             if self._connection is not None:
                 with contextlib.suppress(OSError):
                     self._connection.send(None)
             self._stop()
+            if self._zygote is not None:
+                self._zygote.close()
+                self._zygote = None
 
     def __enter__(self) -> Sandbox[C]:
         return self
@@ -317,6 +440,6 @@ PageRunner = InProcess[Any] | Sandbox[Any]
 
 if __name__ == "__main__":
     # Run the importable module's copy, so the work code sees the child's memory cap.
-    from dripstream.processors.extract.sandbox import child_main as main
+    from dripstream.processors.extract.sandbox import zygote_main as main
 
     main(int(sys.argv[1]), int(sys.argv[2]))

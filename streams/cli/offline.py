@@ -28,7 +28,13 @@ from dripstream.processors.ingest.sources import (
     skipped_summary,
 )
 from dripstream.processors.label.base import Labeller
-from dripstream.processors.pipeline import Outcome, PipelineSettings, extract_pages, page_error
+from dripstream.processors.pipeline import (
+    Outcome,
+    PipelineSettings,
+    extract_pages,
+    page_error,
+    warm_up,
+)
 from dripstream.processors.sinks import open_sink
 from dripstream.processors.sinks.jsonl import RecordsJsonlSink
 from dripstream.processors.training.evaluation import EvalReport, evaluate
@@ -52,7 +58,7 @@ def _runner(args: argparse.Namespace, settings: PipelineSettings) -> PageRunner:
     (DRIPSTREAM_PAGE_TIMEOUT_S, DRIPSTREAM_PAGE_MEMORY_MIB)."""
     if args.no_sandbox:
         return InProcess(settings)
-    return Sandbox(settings, stream_settings(args).limits())
+    return Sandbox(settings, stream_settings(args).limits(), warm_up)
 
 
 def _single_document(args: argparse.Namespace) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from sandbox_work import echo, misbehave
+from sandbox_work import echo, misbehave, warm, warmed_in
 
 from dripstream.processors.errors import (
     NotHtml,
@@ -88,3 +88,16 @@ def test_an_item_too_big_to_receive_is_too_large_not_a_crash(sandbox: Sandbox) -
     huge, after = sandbox.map(echo, ["x" * (400 * 1024 * 1024), "fine"])
     assert isinstance(huge, TooLarge)
     assert after == "ctx:fine"
+
+
+def test_children_are_forked_from_one_warm_zygote_so_a_new_child_is_cheap() -> None:
+    with Sandbox("ctx", Limits(timeout_s=5.0, memory_mib=256), warm_up=warm) as box:
+        [(warmed, first, zygote)] = box.map(warmed_in, ["a"])
+        assert warmed == [zygote], "the warm-up ran once, in the zygote, before the fork"
+        started = time.monotonic()
+        for _ in range(5):  # each crash costs its child
+            assert isinstance(box.map(misbehave, ["segfault"])[0], PageMemoryExceeded)
+        [(warmed, later, same_zygote)] = box.map(warmed_in, ["b"])
+        assert (warmed, same_zygote) == ([zygote], zygote) and later != first
+        assert box.forks == 6  # the first child, then one after each crash
+        assert time.monotonic() - started < 10  # five children, not five interpreters
