@@ -28,7 +28,7 @@ from dripstream.processors.errors import (
 )
 from dripstream.processors.extract.budget import PipelineSettings
 from dripstream.processors.extract.fallback import EXTRACTOR as FALLBACK_EXTRACTOR
-from dripstream.processors.extract.fallback import fallback_markdown
+from dripstream.processors.extract.fallback import fallback_markdown, load_extractor
 from dripstream.processors.extract.language import detect_language, load_detector
 from dripstream.processors.extract.reconstruct import reconstruct
 from dripstream.processors.extract.sandbox import InProcess, PageRunner
@@ -330,9 +330,10 @@ def page_error(error: PageError, context: str = "") -> Outcome:
 
 
 def warm_up() -> None:
-    """Load what page work loads on first use (the language model): a sandbox's zygote
-    runs it once, so every child it forks starts warm."""
+    """Load what page work loads on first use (the language model, the fallback
+    extractor): a sandbox's zygote runs it once, so every child it forks starts warm."""
     load_detector()
+    load_extractor()
 
 
 def simplify_step(

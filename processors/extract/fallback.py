@@ -1,19 +1,27 @@
 """The fallback extractor: trafilatura on the page's HTML, Markdown out.
 
 It extracts the pages the pipeline routes to the fallback (in process, or in the stream's
-fallback stage), and the learned labeller's second opinion."""
+fallback stage), and the learned labeller's second opinion. trafilatura is imported on
+first use (``load_extractor``): a process that never falls back does not pay for it."""
 
 from __future__ import annotations
 
 import logging
-
-import trafilatura
+from functools import lru_cache
+from typing import Any
 
 from dripstream.processors.errors import NothingSelected
 
 EXTRACTOR = "fallback:trafilatura"
 
-logging.getLogger("trafilatura").setLevel(logging.ERROR)
+
+@lru_cache(maxsize=1)
+def load_extractor() -> Any:
+    """trafilatura, imported once."""
+    import trafilatura
+
+    logging.getLogger("trafilatura").setLevel(logging.ERROR)
+    return trafilatura
 
 
 def fallback_markdown(html: str, url: str | None = None, fast: bool = False) -> str:
@@ -21,7 +29,7 @@ def fallback_markdown(html: str, url: str | None = None, fast: bool = False) -> 
     ``fast``: trafilatura's fast mode, without its backup extractors (readability, jusText)
     that it otherwise runs when its own result looks short; the learned labeller's second
     opinion runs this way (its rule is fitted on this mode's output)."""
-    markdown = trafilatura.extract(
+    markdown = load_extractor().extract(
         html,
         url=url,
         output_format="markdown",

@@ -60,3 +60,18 @@ def test_the_runtime_imports_no_training_module() -> None:
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["markdown"] and "snow melt" in report["markdown"]
     assert report["training"] == []
+
+
+def test_the_cli_and_the_stream_import_the_fallback_extractor_only_when_used() -> None:
+    script = (
+        "import sys, dripstream.streams.cli.offline, dripstream.streams.app\n"
+        "print('trafilatura' in sys.modules)\n"
+        "from dripstream.processors.pipeline import warm_up\n"
+        "warm_up()\n"
+        "print('trafilatura' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "True"]  # start-up skips it; the zygote loads it
