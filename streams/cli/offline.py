@@ -55,10 +55,12 @@ BATCH = 32
 
 def _runner(args: argparse.Namespace, settings: PipelineSettings) -> PageRunner:
     """In this process (``--no-sandbox``), else in a sandbox with the settings' limits
-    (DRIPSTREAM_PAGE_TIMEOUT_S, DRIPSTREAM_PAGE_MEMORY_MIB)."""
+    (DRIPSTREAM_PAGE_TIMEOUT_S, DRIPSTREAM_PAGE_MEMORY_MIB). Its zygote is warmed for a
+    batch, whose children it forks again and again; one document needs a single child."""
     if args.no_sandbox:
         return InProcess(settings)
-    return Sandbox(settings, stream_settings(args).limits(), warm_up)
+    warm = None if _single_document(args) else warm_up
+    return Sandbox(settings, stream_settings(args).limits(), warm)
 
 
 def _single_document(args: argparse.Namespace) -> bool:
