@@ -53,14 +53,13 @@ from dripstream.streams.cli.common import (
 BATCH = 32
 
 
-def _runner(args: argparse.Namespace, settings: PipelineSettings) -> PageRunner:
+def _runner(args: argparse.Namespace, settings: PipelineSettings, batch: bool = True) -> PageRunner:
     """In this process (``--no-sandbox``), else in a sandbox with the settings' limits
     (DRIPSTREAM_PAGE_TIMEOUT_S, DRIPSTREAM_PAGE_MEMORY_MIB). Its zygote is warmed for a
-    batch, whose children it forks again and again; one document needs a single child."""
+    ``batch``, whose children it forks again and again; one document needs one child."""
     if args.no_sandbox:
         return InProcess(settings)
-    warm = None if _single_document(args) else warm_up
-    return Sandbox(settings, stream_settings(args).limits(), warm)
+    return Sandbox(settings, stream_settings(args).limits(), warm_up if batch else None)
 
 
 def _single_document(args: argparse.Namespace) -> bool:
@@ -86,8 +85,9 @@ def cmd_extract(args: argparse.Namespace) -> int:
     _check_sources(args.sources)
     settings = pipeline_from_args(args)
     labeller = _labeller(args)
-    with _runner(args, settings) as runner:
-        if _single_document(args):
+    one = _single_document(args)
+    with _runner(args, settings, batch=not one) as runner:
+        if one:
             return _extract_one(args, labeller, settings, runner)
         return _extract_batch(args, labeller, settings, runner)
 
