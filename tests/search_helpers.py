@@ -7,7 +7,7 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -61,3 +61,11 @@ def wait_until(
             pass
         time.sleep(0.5)
     pytest.fail(f"timed out waiting for {what}\n{logs()}")
+
+
+@pytest.fixture(scope="module", name="engine")
+def engine_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    server = Engine(tmp_path_factory.mktemp("search-engine"))
+    server.up()
+    yield server
+    server.down()

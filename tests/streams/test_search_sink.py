@@ -9,10 +9,14 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
-from search_helpers import Engine, wait_until
+from search_helpers import (
+    Engine,
+    engine_fixture,  # noqa: F401 (the `engine` fixture)
+    wait_until,
+)
 
 from dripstream.processors.sinks.search import SearchIndex
 from dripstream.streams.kafka import producer
@@ -25,14 +29,6 @@ from dripstream.topics.records import DeadLetter, PageRecord, RawPage, document_
 pytestmark = pytest.mark.kafka
 
 STAGES = "simplify,label,reconstruct,fallback,sink"
-
-
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    server = Engine(tmp_path_factory.mktemp("search-engine"))
-    server.up()
-    yield server
-    server.down()
 
 
 def article(tag: str, fetched_at: float, status: int = 200, text: str = "") -> RawPage:

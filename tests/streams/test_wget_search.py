@@ -13,12 +13,15 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from crawl_helpers import PAGES, site, site_urls, wget_crawl
-from search_helpers import Engine, wait_until
+from search_helpers import (
+    Engine,
+    engine_fixture,  # noqa: F401 (the `engine` fixture)
+    wait_until,
+)
 
 from dripstream.processors.sinks.search import SearchIndex
 from dripstream.streams.settings import StreamSettings
@@ -33,14 +36,6 @@ STAGES = "simplify,label,reconstruct,fallback,sink"
 LINK = re.compile(r"\]\(\s*<?([^)\s>]*)")
 ABSOLUTE = re.compile(r"^(?:https?|mailto|tel|ftp):", re.IGNORECASE)
 HEADER_TEXT = re.compile(r"WARC/1\.|WARC-[A-Z]|HTTP/1\.[01]|Content-(?:Type|Length)\s*:")
-
-
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    server = Engine(tmp_path_factory.mktemp("search-engine"))
-    server.up()
-    yield server
-    server.down()
 
 
 def test_a_wget_crawl_through_produce_and_the_stream_lands_in_the_index_with_its_urls(
