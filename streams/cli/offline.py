@@ -28,6 +28,7 @@ from dripstream.processors.ingest.sources import (
     skipped_summary,
 )
 from dripstream.processors.label.base import Labeller
+from dripstream.processors.label.templates import TemplateCache
 from dripstream.processors.pipeline import (
     Outcome,
     PipelineSettings,
@@ -75,7 +76,8 @@ def _single_document(args: argparse.Namespace) -> bool:
 def _labeller(args: argparse.Namespace) -> Labeller:
     labeller = labeller_from_args(args)
     if getattr(args, "template_cache", False):
-        return AuditedCascade(labeller, audit=args.command == "eval")
+        cache = TemplateCache(stream_settings(args).template_settings())
+        return AuditedCascade(labeller, cache, audit=args.command == "eval")
     return labeller
 
 

@@ -87,6 +87,21 @@ def test_extract_with_the_template_cache_serves_a_sites_pages_after_it_verified(
     assert not any("Contact the newsroom" in r["markdown"] for r in records)
 
 
+def test_extract_with_the_template_cache_follows_the_template_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DRIPSTREAM_TEMPLATE_VERIFY_PAGES", "6")
+    source = tmp_path / "site.jsonl"
+    source.write_text("".join(json.dumps(report_page(n)) + "\n" for n in range(20)))
+    target = tmp_path / "out.jsonl"
+    options = ["--out", str(target), "--quiet", "--labeller", "heuristic", "--no-sandbox"]
+    assert main(["extract", "--jsonl", str(source), "--template-cache", *options]) == 0
+    extractors = [json.loads(line)["extractor"] for line in target.read_text().splitlines()]
+    # Six teacher pages verify the template (pages 2-7), so page 8 is the first served.
+    assert extractors[:8] == ["dripper:heuristic"] * 8, extractors
+    assert extractors[8:] == ["dripper:template"] * 12, extractors
+
+
 def test_extract_jsonl_writes_one_line_per_input_line(tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
     lines = [
