@@ -1,8 +1,10 @@
 """The yardsticks for whole-process speed: trafilatura or rs-trafilatura over a JSONL file
 of pages, one page after another, as a user would script them (trafilatura:
 ``extract(html, url=url, output_format="markdown")``; rs-trafilatura:
-``extract(html, output_markdown=True)``). Reads ``html`` and ``url`` from each line
-(``.jsonl`` or ``.jsonl.xz``); prints the number of pages that gave text.
+``extract(html, output_markdown=True)``), or the floor: lexbor alone (``--tool lexbor``:
+selectolax parses each page and visits every node, the least any extractor on this
+parser does). Reads ``html`` and ``url`` from each line (``.jsonl`` or ``.jsonl.xz``);
+prints the number of pages that gave text (lexbor: that have a node).
 
     .venv/bin/python benchmarks/trafilatura_loop.py ../shared/data/articles_dev.jsonl
     VENV/bin/python benchmarks/trafilatura_loop.py --tool rs-trafilatura FILE
@@ -21,6 +23,20 @@ from collections.abc import Callable
 
 def extractor(tool: str) -> Callable[[str, str | None], bool]:
     """Whether the tool found text in a page (html, url)."""
+    if tool == "lexbor":
+        from selectolax.lexbor import LexborHTMLParser
+
+        def floor(html: str, url: str | None) -> bool:
+            nodes, stack = 0, [LexborHTMLParser(html).root]
+            while stack:
+                node = stack.pop()
+                if node is not None:
+                    nodes += 1
+                    _ = node.tag, node.attributes
+                    stack.extend(node.iter(include_text=True))
+            return nodes > 0
+
+        return floor
     if tool == "rs-trafilatura":
         import rs_trafilatura
 
@@ -52,6 +68,8 @@ def main(path: str, tool: str) -> int:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", help="JSONL of pages (html, url), .jsonl or .jsonl.xz")
-    parser.add_argument("--tool", choices=("trafilatura", "rs-trafilatura"), default="trafilatura")
+    parser.add_argument(
+        "--tool", choices=("trafilatura", "rs-trafilatura", "lexbor"), default="trafilatura"
+    )
     arguments = parser.parse_args()
     sys.exit(main(arguments.path, arguments.tool))

@@ -344,14 +344,18 @@ def simplify_step(
 
 
 def finish_step(
-    settings: PipelineSettings, item: tuple[LabelledPage | FallbackRequest, RawPage]
-) -> Outcome:
-    """Reconstruct a labelled page, or run the fallback, into an offline Outcome."""
+    settings: PipelineSettings, item: tuple[LabelledPage | FallbackRequest, RawPage | None]
+) -> Outcome | FallbackRequest:
+    """Reconstruct a labelled page, or run the fallback, into an offline Outcome. Without
+    the raw page (most pages never need it again), a page that needs the fallback comes
+    back as its FallbackRequest, for the caller to send again with the page."""
     step, raw = item
     if isinstance(step, LabelledPage):
         step = reconstruct_page(step)
     if isinstance(step, PageRecord):
         return Outcome("ok", step)
+    if raw is None:
+        return step
     try:
         record = fallback_page(step, raw)
     except PageError as error:
@@ -359,6 +363,10 @@ def finish_step(
     if record.fallback_reason is None:  # the second opinion kept our record
         return Outcome("ok", record)
     return Outcome("fallback", record, reason=step.reason)
+
+
+def _raw_if(step: LabelledPage | FallbackRequest, raw: RawPage) -> RawPage | None:
+    return raw if isinstance(step, FallbackRequest) else None
 
 
 def extract_pages(
@@ -389,7 +397,15 @@ def extract_pages(
     if to_label:
         labelled = label_pages([page for _, page in to_label], labeller)
         finishing.extend((index, item) for (index, _), item in zip(to_label, labelled, strict=True))
-    finished = runner.map(finish_step, [(item, raws[index]) for index, item in finishing])
+    # The raw page travels again only with a page known to need the fallback, or found to.
+    finished = runner.map(
+        finish_step,
+        [(item, _raw_if(item, raws[index])) for index, item in finishing],
+    )
+    again = [(i, out) for i, out in enumerate(finished) if isinstance(out, FallbackRequest)]
+    redone = runner.map(finish_step, [(out, raws[finishing[i][0]]) for i, out in again])
+    for (i, _), outcome in zip(again, redone, strict=True):
+        finished[i] = outcome
     for (index, _), outcome in zip(finishing, finished, strict=True):
         outcomes[index] = page_error(outcome) if isinstance(outcome, PageError) else outcome
     missing = [index for index, outcome in enumerate(outcomes) if outcome is None]

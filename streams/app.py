@@ -103,7 +103,9 @@ def build_app(
     """A faust app running ``settings.stages`` (declared in ``registry``); its consumer
     group is per set of stages."""
     stages = chosen(settings.stages, registry)
-    handlers = build_handlers(settings, worker_provisions(settings, labeller), stages)
+    provisions = worker_provisions(settings, labeller)
+    handlers = build_handlers(settings, provisions, stages)
+    provisions.runners.start()  # the sandbox warms while the worker joins its group
     datadir = Path(settings.data_dir) / settings.group_id()
     datadir.mkdir(parents=True, exist_ok=True)
     app = faust.App(

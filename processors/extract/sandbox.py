@@ -16,19 +16,21 @@ never its neighbours' results or the caller's process. A child also retires afte
 that left its heap grown. Items go one at a time, so the caller holds at most one pickled
 page. ``InProcess`` is the same interface without a child (tests, trusted input).
 
-Children are forked from a zygote: a fresh interpreter (``python -m
-dripstream.processors.extract.sandbox``) that imports the work's module and receives the
-context once, then forks a child per request over a socket pair (the child's socket is
-passed with the request), so a new child costs a fork, not an interpreter's start. The
-zygote inherits no threads, locks or main-module state from the caller (a faust worker,
-pytest, a script) and never runs a page; it reaps its children and reports their exit
-codes.
+Children are forked from a zygote that imports the work's module and receives the context
+once, then forks a child per request over a socket pair (the child's socket is passed
+with the request), so a new child costs a fork, not an interpreter's start. A caller that
+runs one thread and holds little free heap (the command line) forks the zygote from
+itself, so nothing is imported twice; any other (a faust worker, a threaded script, a
+process that has freed much memory) starts it as a fresh interpreter
+(``python -m dripstream.processors.extract.sandbox``), which inherits no threads or locks.
+The zygote never runs a page; it reaps its children and reports their exit codes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
 import gc
 import importlib
 import logging
@@ -64,6 +66,7 @@ MIB = 1024 * 1024
 # raised while the data segment is this close to the cap counts as memory.
 NEAR_LIMIT_BYTES = 8 * 1024 * 1024
 MEMORY_EXIT = 75  # the child's exit code when a request could not be received for memory
+FREE_HEAP_SHARE = 8  # a caller with more free heap than a page's budget / 8 is not forked
 STARTUP_TIMEOUT_S = 120.0  # a fresh child imports the work's modules before its first page
 
 
@@ -91,6 +94,9 @@ class InProcess(Generic[C]):
                 results.append(error)
         return results
 
+    def start(self, function: Function) -> None:
+        """Nothing to start."""
+
     def close(self) -> None:
         """Nothing to release."""
 
@@ -108,6 +114,7 @@ def zygote_main(fd: int, memory_mib: int) -> None:
     connection = Connection(fd)
     control = socket.socket(fileno=os.dup(fd))
     context, module, warm_up = connection.recv()
+    faulthandler.disable()  # a page's crash is reported by its exit code, not a dump
     importlib.import_module(module)  # before "ready": imports are not a page's time
     if warm_up is not None:
         warm_up()  # what page work loads on first use, loaded once for every child
@@ -164,7 +171,9 @@ def _serve(connection: Connection, context: Any, memory_mib: int) -> None:
     global _data_limit
     budget = memory_mib * MIB
     base = _data_bytes()
-    _data_limit = base + budget
+    # Free heap inherited from the zygote is reused before the segment grows: it is
+    # budget too (at most ``FREE_HEAP_SHARE`` of it: a zygote forked from its caller).
+    _data_limit = base + budget - min(_free_heap(), budget // FREE_HEAP_SHARE)
     resource.setrlimit(resource.RLIMIT_DATA, (_data_limit, _data_limit))
     connection.send("ready")
     while True:
@@ -220,6 +229,27 @@ def _grown(base: int, allowance: int) -> bool:
     return _data_bytes() - base > allowance
 
 
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd",
+            "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
+
+
+def _free_heap() -> int:
+    """Bytes malloc holds free in this process's heap (glibc's ``mallinfo2``; 0 where
+    there is none)."""
+    try:
+        mallinfo2 = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return 0
+    mallinfo2.restype = _MallInfo2
+    return int(mallinfo2().fordblks)
+
+
 def _data_bytes() -> int:
     """This process's data segment (what RLIMIT_DATA counts), from /proc."""
     with open("/proc/self/status", encoding="ascii") as status:
@@ -229,26 +259,75 @@ def _data_bytes() -> int:
     return 0
 
 
+def _fork_caller(memory_mib: int) -> bool:
+    """Whether the zygote may be forked from the caller: it runs one thread (a fork
+    inherits no lock held mid-use) and holds little free heap (which the children would
+    reuse beyond their budget): under ``1 / FREE_HEAP_SHARE`` of a page's."""
+    return threading.active_count() == 1 and _free_heap() <= memory_mib * MIB // FREE_HEAP_SHARE
+
+
+class _ForkedZygote:
+    """A zygote forked from the caller, with the ``Popen`` calls ``_Zygote`` makes."""
+
+    def __init__(self, fd: int, callers_fd: int, memory_mib: int) -> None:
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(callers_fd)
+            code = 1
+            try:
+                zygote_main(fd, memory_mib)
+                code = 0
+            finally:
+                os._exit(code)  # never back into the caller's code, nor its exit handlers
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired("zygote", timeout)
+            time.sleep(0.01)
+        return self.returncode  # type: ignore[return-value]
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, 9)
+
+
 class _Zygote:
-    """The fresh interpreter that forks the children (``zygote_main``)."""
+    """The process that forks the children (``zygote_main``): forked from the caller
+    when the caller runs a single thread (the command line: nothing to import again),
+    else a fresh interpreter (a faust worker, a test runner: no threads or locks
+    inherited)."""
 
     def __init__(
         self, context: Any, module: str, memory_mib: int, warm_up: Callable[[], None] | None
     ) -> None:
         ours, theirs = socket.socketpair()
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "dripstream.processors.extract.sandbox",
-                str(theirs.fileno()),
-                str(memory_mib),
-            ],
-            pass_fds=[theirs.fileno()],
-            stdin=subprocess.DEVNULL,
-            # The caller's import path, so work functions resolve as they do here.
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, sys.path))},
-        )
+        self.process: subprocess.Popen[bytes] | _ForkedZygote
+        if _fork_caller(memory_mib):
+            self.process = _ForkedZygote(theirs.fileno(), ours.fileno(), memory_mib)
+        else:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "dripstream.processors.extract.sandbox",
+                    str(theirs.fileno()),
+                    str(memory_mib),
+                ],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                # The caller's import path, so work functions resolve as they do here.
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, sys.path))},
+            )
         theirs.close()
         self.control = ours
         self.connection = Connection(os.dup(ours.fileno()))
@@ -361,6 +440,15 @@ class Sandbox(Generic[C]):
     @property
     def pid(self) -> int | None:
         return self._pid
+
+    def start(self, function: Function) -> None:
+        """Start the zygote and the first child now, as the first item would, so that it
+        finds them warm; a failure is logged and left to the first item to retry."""
+        with self._lock:
+            try:
+                self._start(function)
+            except (EOFError, OSError, RuntimeError) as error:
+                log.warning("the sandbox did not start ahead of its first page: %s", error)
 
     def map(self, function: Function, items: Sequence[Any]) -> list[Any | PageError]:
         """One result per item, in order: the function's value or a PageError. Items go

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from dripstream.processors.errors import PageError
 from dripstream.processors.extract.sandbox import InProcess, PageRunner, Sandbox
@@ -154,16 +155,24 @@ def extract_input_pages(
     return [page_error(page.error) if page.error else next(done) for page in pages]
 
 
-def _extract_batch(args, labeller, settings, runner) -> int:
+def _progress(args: argparse.Namespace, total: int | None = None) -> Any:
+    """A progress bar on standard error (off with --quiet or when it is not a terminal),
+    without tqdm's monitor thread: the sandbox forks its zygote from a caller that runs
+    one thread."""
     from tqdm import tqdm
 
+    tqdm.monitor_interval = 0
+    return tqdm(total=total, unit="page", file=sys.stderr, disable=args.quiet or None)
+
+
+def _extract_batch(args, labeller, settings, runner) -> int:
     counts: Counter[str] = Counter()
     skipped: Counter[str] = Counter()
     pages = _pages(args.sources, args.jsonl, skipped)
     with ExitStack() as stack:
         sink = open_sink(args.out or "-", stream_settings(args).search)
         stack.callback(sink.close)
-        bar = stack.enter_context(tqdm(unit="page", file=sys.stderr, disable=args.quiet or None))
+        bar = stack.enter_context(_progress(args))
         while batch := list(itertools.islice(pages, BATCH)):
             outcomes = extract_input_pages(batch, labeller, settings, runner)
             for page, outcome in zip(batch, outcomes, strict=True):
@@ -203,14 +212,12 @@ def cmd_simplify(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     settings = pipeline_from_args(args)
     labeller = _labeller(args)
     rows = list(read_rows(args.dataset))
     with (
         _runner(args, settings) as runner,
-        tqdm(total=len(rows), unit="page", file=sys.stderr, disable=args.quiet or None) as bar,
+        _progress(args, len(rows)) as bar,
     ):
         report = evaluate(rows, labeller, settings, progress=bar.update, runner=runner)
     if args.json:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -94,7 +95,8 @@ def apply(contexts: dict[str, Any], job: tuple[str, Callable[[Any, Any], Any], A
 class PageRunners:
     """The worker's page runner, shared by its CPU stages: each stage binds its CPU
     context (``bind``) while it is built; the runner itself (``make(contexts)``: a
-    ``Sandbox``, or ``InProcess``) starts with every bound context on the first page."""
+    ``Sandbox``, or ``InProcess``) starts with every bound context on the first page, or
+    ahead of it (``start``)."""
 
     def __init__(self, make: Callable[[dict[str, Any]], PageRunner] = InProcess) -> None:
         self._make = make
@@ -106,6 +108,17 @@ class PageRunners:
             raise RuntimeError(f"stage {name} bound after the page runner started")
         self._contexts[name] = context
         return _Bound(self, name)
+
+    def start(self) -> None:
+        """Make the runner now, with the contexts bound so far (no stage may bind after
+        this), and start it in a background thread, so the first page finds its sandbox
+        warm. Nothing bound: nothing to start."""
+        if not self._contexts or self._runner is not None:
+            return
+        self._runner = self._make(dict(self._contexts))
+        threading.Thread(
+            target=self._runner.start, args=(apply,), name="page-runner-start", daemon=True
+        ).start()
 
     def map(self, name: str, function: Callable, items: Sequence) -> list:
         if self._runner is None:

@@ -14,12 +14,30 @@ from dripstream.processors.errors import (
     TooLarge,
     WorkerCrashed,
 )
-from dripstream.processors.extract.sandbox import InProcess, Limits, Sandbox, memory_error_for
+from dripstream.processors.extract import sandbox as sandbox_module
+from dripstream.processors.extract.sandbox import (
+    InProcess,
+    Limits,
+    Sandbox,
+    _ForkedZygote,
+    memory_error_for,
+)
 
 
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox("ctx", Limits(timeout_s=2.0, memory_mib=256)) as box:
+@pytest.fixture(scope="module", params=["forked", "fresh"])
+def sandbox(request: pytest.FixtureRequest):
+    """Every test twice: with the zygote forked from this process (as from the command
+    line) and started as a fresh interpreter (as from a threaded caller)."""
+    forked = request.param == "forked"
+    with (
+        pytest.MonkeyPatch.context() as patch,
+        Sandbox("ctx", Limits(timeout_s=2.0, memory_mib=256)) as box,
+    ):
+        patch.setattr(sandbox_module, "_fork_caller", lambda memory_mib: forked)
+        assert box.map(echo, ["start"]) == ["ctx:start"]
+        zygote = box._zygote.process
+        assert isinstance(zygote, _ForkedZygote) is forked, type(zygote)
+        patch.undo()
         yield box
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable, Sequence
 
 import msgspec
@@ -318,6 +319,26 @@ def test_a_fallback_past_its_time_limit_is_a_timeout_dead_letter_and_the_stage_g
         runners.close()
     assert first.topic == "deadletters" and first.headers[ERROR_HEADER] == b"PageTimeout"
     assert second.topic == "records", second.headers
+
+
+def test_the_worker_starts_its_sandbox_before_the_first_page_and_binds_no_stage_after() -> None:
+    runners = PageRunners(lambda contexts: Sandbox(contexts, Limits()))
+    step = runners.bind("simplify", cpu())
+    try:
+        runners.start()
+        sandbox = runners._runner
+        assert isinstance(sandbox, Sandbox)
+        deadline = time.monotonic() + 60
+        while sandbox.forks == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sandbox.forks == 1, "the zygote and a child are up before any page"
+        [output] = step.map(simplify_message, [inbound(ARTICLE)])
+        assert output.topic in ("simplified", "fallback"), output
+        assert sandbox.forks == 1, "the first page found the child warm"
+        with pytest.raises(RuntimeError, match="bound after the page runner started"):
+            runners.bind("reconstruct", cpu())
+    finally:
+        runners.close()
 
 
 def test_a_value_too_big_to_be_a_page_is_refused_before_the_sandbox() -> None:
