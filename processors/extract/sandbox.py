@@ -303,9 +303,8 @@ class _ForkedZygote:
 
 class _Zygote:
     """The process that forks the children (``zygote_main``): forked from the caller
-    when the caller runs a single thread (the command line: nothing to import again),
-    else a fresh interpreter (a faust worker, a test runner: no threads or locks
-    inherited)."""
+    where ``_fork_caller`` allows (the command line: nothing to import again), else a
+    fresh interpreter (no threads or locks inherited)."""
 
     def __init__(
         self, context: Any, module: str, memory_mib: int, warm_up: Callable[[], None] | None
