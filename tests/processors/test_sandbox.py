@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from sandbox_work import echo, misbehave, warm, warmed_in
@@ -14,31 +18,51 @@ from dripstream.processors.errors import (
     TooLarge,
     WorkerCrashed,
 )
-from dripstream.processors.extract import sandbox as sandbox_module
-from dripstream.processors.extract.sandbox import (
-    InProcess,
-    Limits,
-    Sandbox,
-    _ForkedZygote,
-    memory_error_for,
-)
+from dripstream.processors.extract.sandbox import InProcess, Limits, Sandbox, memory_error_for
 
 
-@pytest.fixture(scope="module", params=["forked", "fresh"])
-def sandbox(request: pytest.FixtureRequest):
-    """Every test twice: with the zygote forked from this process (as from the command
-    line) and started as a fresh interpreter (as from a threaded caller)."""
-    forked = request.param == "forked"
-    with (
-        pytest.MonkeyPatch.context() as patch,
-        Sandbox("ctx", Limits(timeout_s=2.0, memory_mib=256)) as box,
-    ):
-        patch.setattr(sandbox_module, "_fork_caller", lambda memory_mib: forked)
-        assert box.map(echo, ["start"]) == ["ctx:start"]
-        zygote = box._zygote.process
-        assert isinstance(zygote, _ForkedZygote) is forked, type(zygote)
-        patch.undo()
+@pytest.fixture(scope="module")
+def sandbox():
+    """A sandbox whose zygote is a fresh interpreter, as from a threaded caller (a test
+    process has freed too much heap to be forked; the forked zygote is tested below, from
+    a fresh process)."""
+    with Sandbox("ctx", Limits(timeout_s=2.0, memory_mib=256)) as box:
         yield box
+
+
+FORKED_CALLER = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from sandbox_work import echo, misbehave
+from dripstream.processors.extract import sandbox
+with sandbox.Sandbox("ctx", sandbox.Limits(timeout_s=2.0, memory_mib=256)) as box:
+    results = box.map(misbehave, ["one", "sleep", "eat", "segfault", "bug", "two"])
+    forked = isinstance(box._zygote.process, sandbox._ForkedZygote)
+    results.append(box.map(echo, ["three"])[0])
+print(json.dumps({"forked": forked, "results": [
+    r if isinstance(r, str) else type(r).__name__ for r in results]}))
+"""
+
+
+def test_a_single_threaded_caller_forks_its_zygote_and_every_limit_still_holds() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED_CALLER, str(Path(__file__).parents[1])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["forked"], "a fresh single-threaded process forks its zygote"
+    one, slow, hungry, crashed, bug, two, three = report["results"]
+    assert one.startswith("ok:one") and two.startswith("ok:two") and three == "ctx:three"
+    assert (slow, hungry, crashed, bug) == (
+        "PageTimeout",
+        "PageMemoryExceeded",
+        "PageMemoryExceeded",
+        "WorkerCrashed",
+    )
+    assert "Fatal Python error" not in done.stderr, "a crash is an exit code, not a dump"
 
 
 def test_results_come_back_in_order_with_the_context(sandbox: Sandbox) -> None:
