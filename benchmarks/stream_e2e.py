@@ -37,17 +37,22 @@ from dripstream.topics.catalog import ALL_TOPICS, PAGES
 from dripstream.topics.records import RawPage
 
 
-def process_cpu_seconds(pid: int) -> float:
+def process_cpu_seconds(pid: int, reaped: bool = False) -> float:
+    """CPU time of a process (``reaped``: plus that of the children it has waited for)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = int(fields[11]) + int(fields[12])
+    if reaped:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid: int) -> float:
-    """CPU time of a process and its live descendants."""
-    return sum(process_cpu_seconds(member) for member in process_tree(pid))
+    """CPU time of a process and its descendants, live ones and those already reaped (a
+    sandbox child that retired during the run still counts)."""
+    return sum(process_cpu_seconds(member, reaped=True) for member in process_tree(pid))
 
 
 def message_bytes(message: TopicMessage) -> int:
