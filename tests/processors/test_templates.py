@@ -122,14 +122,30 @@ def test_a_shadow_check_in_a_batch_is_answered_before_the_sites_next_page() -> N
     assert teacher.batches[-3:] == [[f"https://www.example.com/article/{n}"] for n in (10, 11, 12)]
 
 
-def test_a_page_with_a_block_the_template_does_not_know_goes_to_the_teacher() -> None:
+POLL = '<section class="poll">' + "<p>Vote now for the best story of the week, please.</p>" * 3
+POLL += "</section>"  # new blocks with about a third of the page's text
+
+
+def test_a_page_whose_unknown_blocks_outweigh_what_the_votes_make_up_for_goes_to_the_teacher():
     cache = TemplateCache(TemplateSettings(verify_pages=2, shadow_rate=0))
     cascade = TemplateCascade(Teacher(), cache)
     for n in range(6):
         cascade.label([article("example.com", n)])
-    novel = article("example.com", 99, extra='<section class="poll"><p>Vote now.</p></section>')
-    [outcome] = cascade.label([novel])
+    [outcome] = cascade.label([article("example.com", 99, extra=POLL)])
     assert outcome.labeller != TEMPLATE_LABELLER
+
+
+def test_a_small_unknown_block_is_served_with_its_neighbours_label() -> None:
+    cluster = Cluster(verify_pages=1)
+    settings = TemplateSettings()
+    for _ in range(3):
+        cluster.learn([("lead",), ("body",), ("footer",)], [MAIN, MAIN, OTHER], settings)
+    keys = [("lead",), ("quote",), ("body",), ("share",), ("footer",)]
+    # An unknown block takes the label its neighbours agree on, else other; it is expected
+    # to disagree with the teacher: 2 + 2 units of 154 leave 0.97 to expect, 20 + 2 0.87.
+    labels, why = cluster.serve(keys, settings, [50, 2, 50, 2, 50])
+    assert (labels, why) == ([MAIN, MAIN, MAIN, OTHER, OTHER], "")
+    assert cluster.serve(keys, settings, [50, 20, 50, 2, 50]) == (None, "unknown_blocks")
 
 
 def test_the_cache_says_why_it_left_a_page_to_the_teacher() -> None:
@@ -146,8 +162,7 @@ def test_the_cache_says_why_it_left_a_page_to_the_teacher() -> None:
     assert decide(article("example.com", 1)) == "unverified"
     whys = [decide(article("example.com", n)) for n in range(2, 6)]
     assert whys[-1] == ""  # served
-    novel = article("example.com", 99, extra='<section class="poll"><p>Vote now.</p></section>')
-    assert decide(novel) == "unknown_blocks"
+    assert decide(article("example.com", 99, extra=POLL)) == "unknown_blocks"
 
 
 def test_a_template_that_would_select_nothing_leaves_the_page_to_the_teacher() -> None:

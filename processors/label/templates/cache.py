@@ -7,10 +7,12 @@ signature, and the rules for serving a page without the teacher.
   signatures) seen ``min_support`` times decides by majority, with the share of the
   teacher's labels that agree. No vote on a tie, or when a longer key seen too rarely to
   decide got the other label.
-- **Serving** (``Cluster.serve``): every block has a vote, the votes' shares weighted by
-  ``text_weight`` reach ``expected_agreement``, some block is main, and the cluster is
-  verified: its pooled block agreement with the teacher over its last ``verify_pages``
-  servable teacher pages is at least ``agreement`` (and it is not suspended).
+- **Serving** (``Cluster.serve``): the votes' shares weighted by ``text_weight``, a block
+  without a vote counted as a disagreement, reach ``expected_agreement``; a block without
+  a vote takes the label of the voted blocks around it when they agree, else other; some
+  block is main, and the cluster is verified: its pooled block agreement with the teacher
+  over its last ``verify_pages`` servable teacher pages is at least ``agreement`` (and it
+  is not suspended).
 - **Shadow checks**: a ``shadow_rate`` share of served pages, drawn at random by the cache
   (a process secret: no page can choose to be left out), still goes to the teacher; when
   the window's pooled agreement falls under ``agreement`` the cluster is suspended until
@@ -53,6 +55,7 @@ from dripstream.processors.label.templates.signatures import (
 )
 from dripstream.topics.records import MAIN, OTHER, ClusterState, SimplifiedPage, SiteState
 
+UNKNOWN_LABEL = OTHER  # a block without a vote between a main and an other block
 JOIN_SHARE = 0.6  # a page joins a layout cluster that knows this share of its signatures
 MIB = 1024 * 1024
 PROFILE_MIN_PAGES = 3  # teacher pages a layout's text profile needs before it checks
@@ -142,21 +145,24 @@ class Cluster:
         weights: Sequence[int] | None = None,
     ) -> tuple[list[str] | None, str]:
         """The labels the template would give the page, or None and why not (a
-        ``NOT_SERVED`` key): a block without a vote, or less agreement with the teacher
-        to expect than ``expected_agreement`` (the votes' shares weighted by ``weights``,
-        per block its ``text_weight``; without them every block alike). Verification is
-        the caller's."""
-        votes = [vote for block in keys if (vote := self.vote(block, settings)) is not None]
-        if not votes or len(votes) < len(keys):
-            return None, "unknown_blocks"
+        ``NOT_SERVED`` key): less agreement with the teacher to expect than
+        ``expected_agreement`` (the votes' shares weighted by ``weights``, per block its
+        ``text_weight``, without them every block alike; a block without a vote counts as
+        a disagreement and takes its neighbours' label, ``_fill_unknown``). Verification
+        is the caller's."""
+        votes = [self.vote(block, settings) for block in keys]
         if weights is None or len(weights) != len(votes):
             weights = [1] * len(votes)
-        expected = sum(share * weight for (_, share), weight in zip(votes, weights, strict=True))
+        known = [(vote, weight) for vote, weight in zip(votes, weights, strict=True) if vote]
+        if not known:
+            return None, "unknown_blocks"
+        expected = sum(share * weight for (_, share), weight in known)
         if expected < settings.expected_agreement * sum(weights):
-            return None, "mixed_labels"
-        if all(label != MAIN for label, _ in votes):
+            return None, "unknown_blocks" if len(known) < len(votes) else "mixed_labels"
+        labels = _fill_unknown([vote[0] if vote else None for vote in votes])
+        if MAIN not in labels:
             return None, "nothing_main"
-        return [label for label, _ in votes], ""
+        return labels, ""
 
     def departs(
         self, labels: Sequence[str], weights: Sequence[int], settings: TemplateSettings
@@ -259,6 +265,21 @@ class Cluster:
         return cluster
 
 
+def _fill_unknown(labels: Sequence[str | None]) -> list[str]:
+    """Each missing label (None) from the nearest labelled blocks around it: their label
+    when they agree, else ``UNKNOWN_LABEL``."""
+    filled = list(labels)
+    before: str | None = None
+    for index, label in enumerate(labels):
+        if label is None:
+            after = next((later for later in labels[index + 1 :] if later is not None), None)
+            sides = {side for side in (before, after) if side is not None}
+            filled[index] = sides.pop() if len(sides) == 1 else UNKNOWN_LABEL
+        else:
+            before = label
+    return filled  # type: ignore[return-value]
+
+
 def _text_profile(labels: Sequence[str], weights: Sequence[int]) -> tuple[float, int]:
     """(main share of the page's text, its other text), by ``text_weight``."""
     total = sum(weights)
@@ -286,7 +307,8 @@ def _most_seen(counts: dict[str, list[int]], limit: int) -> dict[str, list[int]]
 NOT_SERVED = {
     "new_layout": "no layout cluster of the site knows the page yet",
     "unverified": "its cluster is not verified on its last teacher pages (or suspended)",
-    "unknown_blocks": "a block of the page has no vote (too little evidence, or against)",
+    "unknown_blocks": "blocks without a vote (too little evidence, or against) hold more of "
+    "the page's text than its votes make up for",
     "mixed_labels": "the teacher labelled the page's blocks too inconsistently to expect "
     "the agreement a served page needs",
     "nothing_main": "the template would label no block of the page main (the teacher "
