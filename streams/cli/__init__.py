@@ -11,7 +11,6 @@ import lzma
 import sys
 import zlib
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 
 from dripstream.streams.cli import develop, offline, operations
 from dripstream.streams.cli.common import (
@@ -35,11 +34,18 @@ example:
   dripstream extract page.html --url https://example.com/a"""
 
 
-def _version() -> str:
-    try:
-        return version("dripstream")
-    except PackageNotFoundError:
-        return "unknown"
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version, looked up only when asked."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("dripstream")
+        except PackageNotFoundError:
+            found = "unknown"
+        print(f"dripstream {found}")
+        parser.exit()
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -49,12 +55,7 @@ def make_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--version",
-        action="version",
-        version=f"dripstream {_version()}",
-        help="print the version and exit",
-    )
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (offline, operations, develop):
         module.register(commands)

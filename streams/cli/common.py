@@ -21,7 +21,7 @@ from dripstream.processors.label.registry import (
     reads_prompt,
 )
 from dripstream.processors.sinks import SinkError
-from dripstream.streams.settings import SettingsError, StreamSettings
+from dripstream.streams.settings import BY_NAME, SettingsError, StreamSettings
 
 EXIT_INPUT = 2  # unusable input, a missing file, a bad option value
 EXIT_BROKER = 3  # the broker could not be reached or refused the request
@@ -117,11 +117,14 @@ def stream_settings(args: argparse.Namespace) -> StreamSettings:
     for name in ("labeller", "profile", "model"):
         if getattr(args, name, None):
             overrides[name] = getattr(args, name)
-    from dripstream.streams.stages import chosen
-
     try:
         args.settings = StreamSettings.from_env(**overrides)
-        chosen(args.settings.stages)  # the stage names are the stage registry's to check
+        if args.settings.stages != BY_NAME["DRIPSTREAM_STAGES"].default_value():
+            # The stage names are the stage registry's to check (it imports every stage:
+            # the default, its own DEFAULT_STAGES, needs no check).
+            from dripstream.streams.stages import chosen
+
+            chosen(args.settings.stages)
     except SettingsError as error:
         raise UsageError(str(error)) from None
     return args.settings
@@ -137,6 +140,7 @@ def add_command(
     summary: str,
     example: str,
     description: str | None = None,
+    formatter: type[argparse.HelpFormatter] = argparse.RawDescriptionHelpFormatter,
 ) -> argparse.ArgumentParser:
     """A subcommand whose ``--help`` says what it does and ends with an example."""
     return commands.add_parser(
@@ -144,5 +148,5 @@ def add_command(
         help=summary,
         description=description or summary,
         epilog=with_example(example),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=formatter,
     )

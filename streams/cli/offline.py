@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dripstream.processors.errors import PageError
 from dripstream.processors.extract.sandbox import InProcess, PageRunner, Sandbox
@@ -39,7 +39,6 @@ from dripstream.processors.pipeline import (
 )
 from dripstream.processors.sinks import open_sink
 from dripstream.processors.sinks.jsonl import RecordsJsonlSink
-from dripstream.processors.training.evaluation import EvalReport, evaluate
 from dripstream.processors.training.template_audit import AuditedCascade
 from dripstream.streams.cli.common import (
     EXIT_INPUT,
@@ -51,6 +50,9 @@ from dripstream.streams.cli.common import (
     pipeline_from_args,
     stream_settings,
 )
+
+if TYPE_CHECKING:
+    from dripstream.processors.training.evaluation import EvalReport
 
 BATCH = 32
 
@@ -159,10 +161,25 @@ def _progress(args: argparse.Namespace, total: int | None = None) -> Any:
     """A progress bar on standard error (off with --quiet or when it is not a terminal),
     without tqdm's monitor thread: the sandbox forks its zygote from a caller that runs
     one thread."""
+    if args.quiet:
+        return _NoProgress()
     from tqdm import tqdm
 
     tqdm.monitor_interval = 0
-    return tqdm(total=total, unit="page", file=sys.stderr, disable=args.quiet or None)
+    return tqdm(total=total, unit="page", file=sys.stderr, disable=None)
+
+
+class _NoProgress:
+    """The progress bar of a --quiet run (tqdm is not loaded for it)."""
+
+    def __enter__(self) -> _NoProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Nothing to close."""
+
+    def update(self, pages: int = 1) -> None:
+        """Nothing to show."""
 
 
 def _extract_batch(args, labeller, settings, runner) -> int:
@@ -212,6 +229,8 @@ def cmd_simplify(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from dripstream.processors.training.evaluation import evaluate
+
     settings = pipeline_from_args(args)
     labeller = _labeller(args)
     rows = list(read_rows(args.dataset))

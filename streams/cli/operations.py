@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -20,9 +20,29 @@ from dripstream.streams.cli.common import (
     add_profile_options,
     stream_settings,
 )
-from dripstream.streams.stages import DEFAULT_STAGES, STAGES
 from dripstream.topics.catalog import ALL_TOPICS, RECORDS
 from dripstream.topics.records import RawPage
+
+T = TypeVar("T")
+
+
+def _wait(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to its end (asyncio is loaded by the commands that need it only)."""
+    import asyncio
+
+    return asyncio.run(coroutine)
+
+
+class _WorkerHelp(argparse.RawDescriptionHelpFormatter):
+    """Names the stages in ``worker --help`` only when it is shown: the stage registry
+    imports every stage, which the other commands never need."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.dest != "stages":
+            return action.help
+        from dripstream.streams.stages import DEFAULT_STAGES, STAGES
+
+        return f"comma-separated from {', '.join(STAGES)} (default {','.join(DEFAULT_STAGES)})"
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -37,10 +57,10 @@ def cmd_topics(args: argparse.Namespace) -> int:
 
     settings = stream_settings(args)
     if args.action == "create":
-        for name, outcome in asyncio.run(create_topics(settings)).items():
+        for name, outcome in _wait(create_topics(settings)).items():
             print(f"{name}: {outcome}")
     else:
-        for topic in asyncio.run(describe_topics(settings)):
+        for topic in _wait(describe_topics(settings)):
             print(json.dumps(topic))
     return 0
 
@@ -49,7 +69,7 @@ def cmd_acls(args: argparse.Namespace) -> int:
     from dripstream.streams.acls import all_acls, apply_acls
 
     settings = stream_settings(args)
-    acls = asyncio.run(apply_acls(settings)) if args.action == "apply" else all_acls(settings)
+    acls = _wait(apply_acls(settings)) if args.action == "apply" else all_acls(settings)
     for acl in acls:
         print(acl.show())
     return 0
@@ -73,7 +93,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
                     refused[type(page.error).__name__] += 1
                     print(f"error: {source}: {page.id}: {page.error}", file=sys.stderr)
 
-    ids = asyncio.run(produce_pages(settings, readable(), progress=not args.quiet))
+    ids = _wait(produce_pages(settings, readable(), progress=not args.quiet))
     print(f"produced {len(ids)} pages to {settings.topic_prefix}pages", file=sys.stderr)
     if summary := skipped_summary(skipped):
         print(summary, file=sys.stderr)
@@ -88,7 +108,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
     from dripstream.streams.tools import read_topics
 
     settings = stream_settings(args)
-    messages = asyncio.run(read_topics(settings, [args.topic], idle_s=args.idle))
+    messages = _wait(read_topics(settings, [args.topic], idle_s=args.idle))
     for message in messages[-args.last :] if args.last else messages:
         value = (
             message.value.decode("utf-8", "replace")
@@ -142,11 +162,11 @@ def cmd_dlq(args: argparse.Namespace) -> int:
 
     settings = stream_settings(args)
     if args.action == "list":
-        for message in asyncio.run(read_topics(settings, ["deadletters"], idle_s=args.idle)):
+        for message in _wait(read_topics(settings, ["deadletters"], idle_s=args.idle)):
             print(json.dumps(describe_dead_letter(message), ensure_ascii=False))
         return 0
     offsets = set(args.offset) if args.offset else None
-    sent, skipped, refused = asyncio.run(
+    sent, skipped, refused = _wait(
         replay_dead_letters(settings, offsets, include_replays=args.include_replays)
     )
     for line in refused:
@@ -164,10 +184,10 @@ def cmd_templates(args: argparse.Namespace) -> int:
 
     settings = stream_settings(args)
     if args.action == "drop":
-        asyncio.run(drop_site(settings, _need_site(args)))
+        _wait(drop_site(settings, _need_site(args)))
         print(f"dropped the templates of {args.site}", file=sys.stderr)
         return 0
-    states = asyncio.run(read_site_states(settings))
+    states = _wait(read_site_states(settings))
     if args.action == "list":
         for site in sorted(states):
             print(site_summary(states[site]))
@@ -214,10 +234,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         "worker",
         "run stream stages until SIGTERM (settings: DRIPSTREAM_* variables)",
         "dripstream worker --stages label --labeller vllm --profile mineru-html-qwen3-0.6b",
+        formatter=_WorkerHelp,
     )
     worker.add_argument(
         "--stages",
-        help=f"comma-separated from {', '.join(STAGES)} (default {','.join(DEFAULT_STAGES)})",
+        help="comma-separated stage names",  # listed by _WorkerHelp
     )
     worker.add_argument("--labeller", choices=sorted(LABELLERS), help="label-stage labeller")
     add_profile_options(worker)

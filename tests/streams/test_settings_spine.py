@@ -381,3 +381,31 @@ def test_a_worker_with_an_unknown_stage_exits_2_before_asking_the_broker() -> No
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("error: DRIPSTREAM_STAGES='nope': expected ")
     assert "Traceback" not in result.stderr and "broker" not in result.stderr
+
+
+def test_an_offline_command_checks_a_set_stage_list_and_loads_no_stage_for_the_default(
+    tmp_path: Path,
+) -> None:
+    from dripstream.streams.stages import DEFAULT_STAGES, chosen
+
+    assert [stage.name for stage in chosen(DEFAULT_STAGES)] == list(DEFAULT_STAGES)
+    page = tmp_path / "page.html"
+    page.write_text("<html><body><article><p>" + "Some words here. " * 20 + "</p></article>")
+    script = (
+        "import sys\n"
+        "from dripstream.streams.cli import main\n"
+        f"code = main(['extract', {str(page)!r}, '--url', 'https://a.example', '--no-sandbox'])\n"
+        "print('stages loaded:', 'dripstream.streams.stages' in sys.modules, file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+    default = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert default.returncode == 0, default.stderr
+    assert "stages loaded: False" in default.stderr
+    env = {**os.environ, "DRIPSTREAM_STAGES": "simplify,nope"}
+    refused = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("error: DRIPSTREAM_STAGES='simplify,nope': expected ")
