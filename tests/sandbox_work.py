@@ -39,8 +39,11 @@ def misbehave(context: object, item: str) -> str:
                 hoard.append(bytearray(1024 * 1024))
         except MemoryError:
             return type(memory_error_for(RuntimeError("unknown error"))).__name__
-    elif item == "keep":  # memory that outlives the page (as heap fragments do)
-        KEPT.append(bytearray(100 * 1024 * 1024))
+    elif item.startswith("keep"):  # memory that outlives the page (as heap fragments do)
+        KEPT.append(bytearray(int(item.partition(":")[2] or 160) * 1024 * 1024))
+    elif item.startswith("use:"):  # memory the page frees before it ends
+        used = bytearray(int(item.partition(":")[2]) * 1024 * 1024)
+        del used
     elif item == "segfault":
         os.kill(os.getpid(), signal.SIGSEGV)
     elif item == "exit":

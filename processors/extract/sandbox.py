@@ -12,9 +12,11 @@ segment is capped (``RLIMIT_DATA``), and waits for each result at most ``timeout
 - a child that died for another reason (a crash in native code): ``WorkerCrashed``.
 
 The batch then goes on with a new child, so one page costs its own result and a fork,
-never its neighbours' results or the caller's process. A child also retires after a page
-that left its heap grown. Items go one at a time, so the caller holds at most one pickled
-page. ``InProcess`` is the same interface without a child (tests, trusted input).
+never its neighbours' results or the caller's process. Each page gets its whole budget
+above what the child holds; a child retires after a page that left it holding over half
+a budget (resident, after ``malloc_trim``). Items go one at a time, so the caller holds
+at most one pickled page. ``InProcess`` is the same interface without a child (tests,
+trusted input).
 
 Children are forked from a zygote that imports the work's module and receives the context
 once, then forks a child per request over a socket pair (the child's socket is passed
@@ -67,6 +69,8 @@ MIB = 1024 * 1024
 NEAR_LIMIT_BYTES = 8 * 1024 * 1024
 MEMORY_EXIT = 75  # the child's exit code when a request could not be received for memory
 FREE_HEAP_SHARE = 8  # a caller with more free heap than a page's budget / 8 is not forked
+RETAINED_SHARE = 2  # a child holding over a page's budget / 2 after a page retires
+DRIFT_BUDGETS = 1  # ... as does one whose data segment grew over a page's budget
 STARTUP_TIMEOUT_S = 120.0  # a fresh child imports the work's modules before its first page
 
 
@@ -165,18 +169,23 @@ def _exit_code(pid: int) -> int | None:
 
 def _serve(connection: Connection, context: Any, memory_mib: int) -> None:
     """A forked child's loop: one (function, item) request at a time, answered with
-    (ok, value, retiring); it leaves after a page that left its heap grown."""
-    # The budget is per page, on top of what the code and the context (a tokenizer can
-    # take a hundred MiB) already hold.
+    (ok, value, retiring); it leaves after a page that left it holding too much."""
+    # The budget is per page, on top of what the code, the context (a tokenizer can take
+    # a hundred MiB) and the earlier pages' leftovers already hold.
     global _data_limit
     budget = memory_mib * MIB
-    base = _data_bytes()
+    start = _usage()
     # Free heap inherited from the zygote is reused before the segment grows: it is
     # budget too (at most ``FREE_HEAP_SHARE`` of it: a zygote forked from its caller).
-    _data_limit = base + budget - min(_free_heap(), budget // FREE_HEAP_SHARE)
-    resource.setrlimit(resource.RLIMIT_DATA, (_data_limit, _data_limit))
+    credit = min(_free_heap(), budget // FREE_HEAP_SHARE)
+    ceiling = start.data + DRIFT_BUDGETS * budget + budget - credit
+    usage = start
     connection.send("ready")
     while True:
+        # Each request (the item it carries included) gets the whole budget above what
+        # the child holds now.
+        _data_limit = min(usage.data + budget - credit, ceiling)
+        resource.setrlimit(resource.RLIMIT_DATA, (_data_limit, ceiling))
         try:
             request = connection.recv()
         except EOFError:
@@ -196,7 +205,7 @@ def _serve(connection: Connection, context: Any, memory_mib: int) -> None:
         except Exception as error:  # a bug, or a library's report of a failed allocation
             reply = (False, memory_error_for(error) or WorkerCrashed(_describe(error)))
         del item
-        retiring = _grown(base, budget // 4)
+        usage, retiring = _after_page(start, budget)
         try:
             connection.send((*reply, retiring))
         except MemoryError:
@@ -218,15 +227,28 @@ def _describe(error: Exception) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def _grown(base: int, allowance: int) -> bool:
-    """Whether the heap kept more than ``allowance`` over ``base`` after a page (fragments
-    the allocator did not give back even when asked): the next page would start short of
-    its budget, so the child leaves and the next page gets a fresh fork."""
-    if _data_bytes() - base <= allowance:
-        return False
+@dataclass(frozen=True)
+class _Usage:
+    """A process's data segment (what RLIMIT_DATA counts) and resident memory, bytes."""
+
+    data: int
+    resident: int
+
+
+def _after_page(start: _Usage, budget: int) -> tuple[_Usage, bool]:
+    """The child's usage after a page, and whether it retires: it does when it holds more
+    than ``budget / RETAINED_SHARE`` of resident memory over its start once ``malloc_trim``
+    has given back what it can (fragments and caches the pages left), or when its data
+    segment drifted over ``DRIFT_BUDGETS`` budgets (address space the next page's limit
+    is set above)."""
+    usage = _usage()
+    if usage.resident - start.resident <= budget // RETAINED_SHARE:
+        return usage, usage.data - start.data > DRIFT_BUDGETS * budget
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).malloc_trim(0)
-    return _data_bytes() - base > allowance
+    usage = _usage()
+    held = usage.resident - start.resident > budget // RETAINED_SHARE
+    return usage, held or usage.data - start.data > DRIFT_BUDGETS * budget
 
 
 class _MallInfo2(ctypes.Structure):
@@ -250,13 +272,20 @@ def _free_heap() -> int:
     return int(mallinfo2().fordblks)
 
 
-def _data_bytes() -> int:
-    """This process's data segment (what RLIMIT_DATA counts), from /proc."""
+def _usage() -> _Usage:
+    """This process's data segment and resident memory, from /proc."""
+    fields = {}
     with open("/proc/self/status", encoding="ascii") as status:
         for line in status:
-            if line.startswith("VmData:"):
-                return int(line.split()[1]) * 1024
-    return 0
+            name, _, value = line.partition(":")
+            if name in ("VmData", "VmRSS"):
+                fields[name] = int(value.split()[0]) * 1024
+    return _Usage(data=fields.get("VmData", 0), resident=fields.get("VmRSS", 0))
+
+
+def _data_bytes() -> int:
+    """This process's data segment (what RLIMIT_DATA counts)."""
+    return _usage().data
 
 
 def _fork_caller(memory_mib: int) -> bool:

@@ -97,12 +97,21 @@ def test_the_work_code_can_tell_an_error_at_the_memory_cap(sandbox: Sandbox) -> 
     assert memory_error_for(RuntimeError("a bug")) is None  # outside a child: never
 
 
-def test_a_child_whose_heap_kept_growing_retires_after_its_page(sandbox: Sandbox) -> None:
+def test_a_child_holding_over_half_a_budget_retires_after_its_page(sandbox: Sandbox) -> None:
     retired = sandbox.retirements
-    kept, after = sandbox.map(misbehave, ["keep", "fine"])
+    kept, after = sandbox.map(misbehave, ["keep:160", "fine"])  # of a 256 MiB budget
     assert kept.startswith("ok:keep") and after.startswith("ok:fine")
-    assert kept.split(":")[2] != after.split(":")[2], "the next page got a fresh child"
+    assert kept.split(":")[-1] != after.split(":")[-1], "the next page got a fresh child"
     assert sandbox.retirements == retired + 1
+
+
+def test_what_a_child_holds_never_shrinks_the_next_pages_budget() -> None:
+    with Sandbox("ctx", Limits(timeout_s=5.0, memory_mib=256)) as box:
+        kept, big, hungry = box.map(misbehave, ["keep:96", "use:224", "eat"])
+        assert kept.startswith("ok:keep") and big.startswith("ok:use")
+        assert kept.split(":")[-1] == big.split(":")[-1], "under half a budget: same child"
+        assert isinstance(hungry, PageMemoryExceeded), "and every page still has its cap"
+        assert box.retirements == 0
 
 
 @pytest.mark.parametrize("item", ["segfault", "exit"])
