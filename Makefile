@@ -24,7 +24,7 @@ LOCK := requirements/lock-dev.txt
 OVERRIDES := requirements/overrides.txt
 DATA ?= ../shared/data
 
-.PHONY: setup setup-base compile test test-fast lint lock lock-check demo eval bench clean broker-up broker-down
+.PHONY: setup setup-base compile test test-fast lint lock lock-check demo eval bench bench-tools clean broker-up broker-down
 
 $(BASE): pyproject.toml $(LOCK) $(OVERRIDES) requirements/uv.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -87,8 +87,13 @@ eval: $(NATIVE)
 	  $(BIN)/dripstream eval $(DATA)/articles_dev.jsonl --labeller heuristic --quiet | tail -2; \
 	fi
 
-bench: $(VLLM) $(NATIVE)
+bench: $(VLLM) $(NATIVE) bench-tools
 	bash benchmarks/run_all.sh
+
+# The yardsticks of BENCHMARKS.md's speed and quality tables beside trafilatura (a test
+# dependency): rs-trafilatura, the bench extra, pinned by the dev lock.
+bench-tools: $(BASE)
+	$(BIN)/uv pip install --python $(BIN)/python -q -c $(LOCK) rs-trafilatura
 
 broker-up:
 	bash scripts/broker.sh up

