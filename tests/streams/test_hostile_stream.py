@@ -25,8 +25,9 @@ from dripstream.topics.records import RawPage
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 # The bound. The learned labeller predicts through LightGBM's C library (no SciPy
-# or pandas in the worker): on this corpus the worker measured 466 MiB (main process 281,
-# sandbox child up to its code + 160 MiB). Per-page work is capped by the sandbox, held
+# or pandas in the worker), and the worker's threads share two malloc arenas: on this
+# corpus the worker measured 397-480 MiB (main process 288-343; with glibc's default
+# arenas 358-396, and up to 519 in all). Per-page work is capped by the sandbox, held
 # messages by the fetch size and the stream buffer.
 WORKER_RSS_LIMIT_MIB = 512
 
