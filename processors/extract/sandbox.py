@@ -12,11 +12,12 @@ segment is capped (``RLIMIT_DATA``), and waits for each result at most ``timeout
 - a child that died for another reason (a crash in native code): ``WorkerCrashed``.
 
 The batch then goes on with a new child, so one page costs its own result and a fork,
-never its neighbours' results or the caller's process. Each page gets its whole budget
-above what the child holds; a child retires after a page that left it holding over half
-a budget (resident, after ``malloc_trim``). Items go one at a time, so the caller holds
-at most one pickled page. ``InProcess`` is the same interface without a child (tests,
-trusted input).
+never its neighbours' results or the caller's process. What earlier pages left in a
+child's heap counts against a page's budget, so a child retires after a page that left
+its heap a third of a budget grown, and a page over its memory in a used child runs again in a
+fresh one before its error stands. Items go one at a time, so the caller holds at most
+one pickled page. ``InProcess`` is the same interface without a child (tests, trusted
+input).
 
 Children are forked from a zygote that imports the work's module and receives the context
 once, then forks a child per request over a socket pair (the child's socket is passed
@@ -69,8 +70,7 @@ MIB = 1024 * 1024
 NEAR_LIMIT_BYTES = 8 * 1024 * 1024
 MEMORY_EXIT = 75  # the child's exit code when a request could not be received for memory
 FREE_HEAP_SHARE = 8  # a caller with more free heap than a page's budget / 8 is not forked
-RETAINED_SHARE = 2  # a child holding over a page's budget / 2 after a page retires
-DRIFT_BUDGETS = 1  # ... as does one whose data segment grew over a page's budget
+RETAINED_SHARE = 3  # a child whose heap stays a budget / 3 above its start retires
 STARTUP_TIMEOUT_S = 120.0  # a fresh child imports the work's modules before its first page
 
 
@@ -169,23 +169,18 @@ def _exit_code(pid: int) -> int | None:
 
 def _serve(connection: Connection, context: Any, memory_mib: int) -> None:
     """A forked child's loop: one (function, item) request at a time, answered with
-    (ok, value, retiring); it leaves after a page that left it holding too much."""
-    # The budget is per page, on top of what the code, the context (a tokenizer can take
-    # a hundred MiB) and the earlier pages' leftovers already hold.
+    (ok, value, retiring); it leaves after a page that left its heap grown."""
+    # The budget is per page, on top of what the code and the context (a tokenizer can
+    # take a hundred MiB) already hold.
     global _data_limit
     budget = memory_mib * MIB
-    start = _usage()
+    base = _data_bytes()
     # Free heap inherited from the zygote is reused before the segment grows: it is
     # budget too (at most ``FREE_HEAP_SHARE`` of it: a zygote forked from its caller).
-    credit = min(_free_heap(), budget // FREE_HEAP_SHARE)
-    ceiling = start.data + DRIFT_BUDGETS * budget + budget - credit
-    usage = start
+    _data_limit = base + budget - min(_free_heap(), budget // FREE_HEAP_SHARE)
+    resource.setrlimit(resource.RLIMIT_DATA, (_data_limit, _data_limit))
     connection.send("ready")
     while True:
-        # Each request (the item it carries included) gets the whole budget above what
-        # the child holds now.
-        _data_limit = min(usage.data + budget - credit, ceiling)
-        resource.setrlimit(resource.RLIMIT_DATA, (_data_limit, ceiling))
         try:
             request = connection.recv()
         except EOFError:
@@ -205,7 +200,7 @@ def _serve(connection: Connection, context: Any, memory_mib: int) -> None:
         except Exception as error:  # a bug, or a library's report of a failed allocation
             reply = (False, memory_error_for(error) or WorkerCrashed(_describe(error)))
         del item
-        usage, retiring = _after_page(start, budget)
+        retiring = _grown(base, budget // RETAINED_SHARE)
         try:
             connection.send((*reply, retiring))
         except MemoryError:
@@ -227,28 +222,15 @@ def _describe(error: Exception) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-@dataclass(frozen=True)
-class _Usage:
-    """A process's data segment (what RLIMIT_DATA counts) and resident memory, bytes."""
-
-    data: int
-    resident: int
-
-
-def _after_page(start: _Usage, budget: int) -> tuple[_Usage, bool]:
-    """The child's usage after a page, and whether it retires: it does when it holds more
-    than ``budget / RETAINED_SHARE`` of resident memory over its start once ``malloc_trim``
-    has given back what it can (fragments and caches the pages left), or when its data
-    segment drifted over ``DRIFT_BUDGETS`` budgets (address space the next page's limit
-    is set above)."""
-    usage = _usage()
-    if usage.resident - start.resident <= budget // RETAINED_SHARE:
-        return usage, usage.data - start.data > DRIFT_BUDGETS * budget
+def _grown(base: int, allowance: int) -> bool:
+    """Whether the heap kept more than ``allowance`` over ``base`` after a page (fragments
+    the allocator did not give back even when asked): the next page would start short of
+    its budget, so the child leaves and the next page gets a fresh fork."""
+    if _data_bytes() - base <= allowance:
+        return False
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).malloc_trim(0)
-    usage = _usage()
-    held = usage.resident - start.resident > budget // RETAINED_SHARE
-    return usage, held or usage.data - start.data > DRIFT_BUDGETS * budget
+    return _data_bytes() - base > allowance
 
 
 class _MallInfo2(ctypes.Structure):
@@ -272,20 +254,13 @@ def _free_heap() -> int:
     return int(mallinfo2().fordblks)
 
 
-def _usage() -> _Usage:
-    """This process's data segment and resident memory, from /proc."""
-    fields = {}
+def _data_bytes() -> int:
+    """This process's data segment (what RLIMIT_DATA counts), from /proc."""
     with open("/proc/self/status", encoding="ascii") as status:
         for line in status:
-            name, _, value = line.partition(":")
-            if name in ("VmData", "VmRSS"):
-                fields[name] = int(value.split()[0]) * 1024
-    return _Usage(data=fields.get("VmData", 0), resident=fields.get("VmRSS", 0))
-
-
-def _data_bytes() -> int:
-    """This process's data segment (what RLIMIT_DATA counts)."""
-    return _usage().data
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
 def _fork_caller(memory_mib: int) -> bool:
@@ -425,7 +400,9 @@ class Sandbox(Generic[C]):
         self.warm_up = warm_up
         self.restarts = 0
         self.retirements = 0  # children that left on their own after a page (heap grown)
+        self.retries = 0  # pages over their memory in a used child, run again in a fresh one
         self.forks = 0
+        self._served = 0  # items the current child has answered
         self._lock = threading.Lock()
         self._zygote: _Zygote | None = None
         self._pid: int | None = None
@@ -450,6 +427,7 @@ class Sandbox(Generic[C]):
                 self._zygote = None
                 continue
             self.forks += 1
+            self._served = 0
             return self._connection
         raise AssertionError("unreachable")
 
@@ -485,6 +463,17 @@ class Sandbox(Generic[C]):
             return [self._run(function, item) for item in items]
 
     def _run(self, function: Function, item: Any) -> Any | PageError:
+        used = self._connection is not None and self._served > 0
+        result = self._attempt(function, item)
+        if used and isinstance(result, PageMemoryExceeded):
+            # What earlier pages left in the child's heap counts against this page's
+            # budget: the memory error stands only when a fresh child gives it too.
+            self.retries += 1
+            self._stop()
+            result = self._attempt(function, item)
+        return result
+
+    def _attempt(self, function: Function, item: Any) -> Any | PageError:
         connection = self._start(function)
         try:
             connection.send((function, item))
@@ -498,6 +487,7 @@ class Sandbox(Generic[C]):
             except (EOFError, OSError):
                 error = self._death()
             else:
+                self._served += 1
                 if retiring:
                     self.retirements += 1
                     self._stop()

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import msgspec
+
 from dripstream.processors.errors import PageError, TooLarge
 from dripstream.processors.ingest.crawl import MAX_BODY_BYTES, page_from_item, warc_pages
 from dripstream.topics.records import RawPage
@@ -114,7 +116,7 @@ def row_results(
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = _json_value(line)
         except json.JSONDecodeError as error:
             raise SourceError(f"{where}:{number}: not a JSON object: {error}") from None
         if not isinstance(row, dict):
@@ -150,6 +152,16 @@ def read_rows(path: str | Path) -> Iterator[dict[str, Any]]:
     path = Path(path)
     with open_text(path) as lines:
         yield from parse_rows(bounded_lines(lines), str(path))
+
+
+def _json_value(line: str) -> Any:
+    """``json.loads(line)``, by msgspec's faster parser where it accepts the line; what it
+    refuses (a lone surrogate escape, ``NaN``, an integer past 64 bits, malformed JSON)
+    goes to ``json.loads``, whose value or error stands."""
+    try:
+        return msgspec.json.decode(line)
+    except msgspec.MsgspecError:
+        return json.loads(line)
 
 
 def raw_page_from_row(row: dict[str, Any], html: str | None = None) -> RawPage:

@@ -97,7 +97,7 @@ def test_the_work_code_can_tell_an_error_at_the_memory_cap(sandbox: Sandbox) -> 
     assert memory_error_for(RuntimeError("a bug")) is None  # outside a child: never
 
 
-def test_a_child_holding_over_half_a_budget_retires_after_its_page(sandbox: Sandbox) -> None:
+def test_a_child_holding_over_a_third_of_a_budget_retires_after_its_page(sandbox: Sandbox) -> None:
     retired = sandbox.retirements
     kept, after = sandbox.map(misbehave, ["keep:160", "fine"])  # of a 256 MiB budget
     assert kept.startswith("ok:keep") and after.startswith("ok:fine")
@@ -105,13 +105,13 @@ def test_a_child_holding_over_half_a_budget_retires_after_its_page(sandbox: Sand
     assert sandbox.retirements == retired + 1
 
 
-def test_what_a_child_holds_never_shrinks_the_next_pages_budget() -> None:
+def test_a_page_over_its_memory_in_a_used_child_gets_a_fresh_child_first() -> None:
     with Sandbox("ctx", Limits(timeout_s=5.0, memory_mib=256)) as box:
-        kept, big, hungry = box.map(misbehave, ["keep:96", "use:224", "eat"])
-        assert kept.startswith("ok:keep") and big.startswith("ok:use")
-        assert kept.split(":")[-1] == big.split(":")[-1], "under half a budget: same child"
-        assert isinstance(hungry, PageMemoryExceeded), "and every page still has its cap"
-        assert box.retirements == 0
+        kept, big, hungry = box.map(misbehave, ["keep:64", "use:224", "eat"])
+        assert kept.startswith("ok:keep"), "under a third of a budget kept: the child stays"
+        assert big.startswith("ok:use") and big.split(":")[-1] != kept.split(":")[-1]
+        assert isinstance(hungry, PageMemoryExceeded), "and a fresh child's error stands"
+        assert box.retries == 2 and box.retirements == 0  # the big page, then the bomb
 
 
 @pytest.mark.parametrize("item", ["segfault", "exit"])
@@ -150,5 +150,7 @@ def test_children_are_forked_from_one_warm_zygote_so_a_new_child_is_cheap() -> N
             assert isinstance(box.map(misbehave, ["segfault"])[0], PageMemoryExceeded)
         [(warmed, later, same_zygote)] = box.map(warmed_in, ["b"])
         assert (warmed, same_zygote) == ([zygote], zygote) and later != first
-        assert box.forks == 6  # the first child, then one after each crash
+        # The first child, one to run the first crash again (its child had served a page:
+        # a death by signal counts as memory), then one after each crash.
+        assert box.forks == 7
         assert time.monotonic() - started < 10  # five children, not five interpreters
