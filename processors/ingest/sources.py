@@ -42,8 +42,8 @@ from dripstream.processors.errors import PageError, TooLarge
 from dripstream.processors.ingest.crawl import MAX_BODY_BYTES, page_from_item, warc_pages
 from dripstream.topics.records import RawPage
 
-MAX_RECORD_BYTES = MAX_BODY_BYTES  # a JSONL line (in characters), a WARC record's content
-_SKIP_CHARS = 1024 * 1024  # an oversized line is skipped in pieces of this size
+MAX_RECORD_BYTES = MAX_BODY_BYTES  # a JSONL line, a WARC record's content
+_SKIP_BYTES = 1024 * 1024  # an oversized line is skipped in pieces of this size
 
 HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.xz")
@@ -65,32 +65,33 @@ class InputPage:
     """Set when the record could not be read as a page: its outcome is this error."""
 
 
-def open_text(path: Path) -> IO[str]:
-    """A text stream of a plain, gzip or xz file."""
+def open_lines(path: Path) -> IO[bytes]:
+    """A binary stream of a plain, gzip or xz file (JSON lines are decoded as UTF-8 by
+    the JSON parser)."""
     if path.name.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
+        return gzip.open(path, "rb")
     if path.name.endswith(".xz"):
-        return lzma.open(path, "rt", encoding="utf-8")
-    return path.open(encoding="utf-8")
+        return lzma.open(path, "rb")
+    return path.open("rb")
 
 
-def bounded_lines(stream: IO[str], limit: int = MAX_RECORD_BYTES) -> Iterator[str | TooLarge]:
-    """The lines of ``stream``, each read with at most ``limit`` characters held; a
-    longer line is skipped in pieces and given as its ``TooLarge`` error."""
+def bounded_lines(stream: IO[bytes], limit: int = MAX_RECORD_BYTES) -> Iterator[bytes | TooLarge]:
+    """The lines of ``stream``, each read with at most ``limit`` bytes held; a longer
+    line is skipped in pieces and given as its ``TooLarge`` error."""
     while line := stream.readline(limit + 1):
-        if len(line) <= limit or line.endswith("\n"):
+        if len(line) <= limit or line.endswith(b"\n"):
             yield line
             continue
         size = len(line)
         del line
-        while piece := stream.readline(_SKIP_CHARS):
+        while piece := stream.readline(_SKIP_BYTES):
             size += len(piece)
-            if piece.endswith("\n"):
+            if piece.endswith(b"\n"):
                 break
-        yield TooLarge(f"a line of {size} characters, more than {limit}")
+        yield TooLarge(f"a line of {size} bytes, more than {limit}")
 
 
-def parse_rows(lines: Iterable[str | TooLarge], where: str) -> Iterator[dict[str, Any]]:
+def parse_rows(lines: Iterable[bytes | TooLarge], where: str) -> Iterator[dict[str, Any]]:
     """JSON objects, one a line; raises SourceError naming ``where`` and the line, for a
     line that is not a JSON object or is too large (see ``row_results``)."""
     for number, row in row_results(lines, where):
@@ -100,7 +101,7 @@ def parse_rows(lines: Iterable[str | TooLarge], where: str) -> Iterator[dict[str
 
 
 def row_results(
-    lines: Iterable[str | TooLarge], where: str
+    lines: Iterable[bytes | TooLarge], where: str
 ) -> Iterator[tuple[int, dict[str, Any] | TooLarge]]:
     """(line number, JSON object) for each non-blank line; a line too large to read
     (``bounded_lines``) comes as its ``TooLarge``, and one that is not a JSON object raises
@@ -113,26 +114,19 @@ def row_results(
         if isinstance(line, TooLarge):
             yield number, line
             continue
-        if not line.strip():
+        if not line or line.isspace():
             continue
         try:
-            row = _json_value(line)
+            row = _json_object(line)
         except json.JSONDecodeError as error:
             raise SourceError(f"{where}:{number}: not a JSON object: {error}") from None
         if not isinstance(row, dict):
             raise SourceError(f"{where}:{number}: not a JSON object")
-        if _SURROGATE_ESCAPE.search(line):
-            row = {
-                _without_surrogates(name): value
-                if name in PAGE_FIELDS
-                else _without_surrogates(value)
-                for name, value in row.items()
-            }
         yield number, row
 
 
 PAGE_FIELDS = frozenset(("html", "body"))
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -150,18 +144,25 @@ def _without_surrogates(value: Any) -> Any:
 def read_rows(path: str | Path) -> Iterator[dict[str, Any]]:
     """The JSON objects of a (plain, gzip or xz) JSONL file."""
     path = Path(path)
-    with open_text(path) as lines:
+    with open_lines(path) as lines:
         yield from parse_rows(bounded_lines(lines), str(path))
 
 
-def _json_value(line: str) -> Any:
+def _json_object(line: bytes) -> Any:
     """``json.loads(line)``, by msgspec's faster parser where it accepts the line; what it
-    refuses (a lone surrogate escape, ``NaN``, an integer past 64 bits, malformed JSON)
-    goes to ``json.loads``, whose value or error stands."""
+    refuses (a lone surrogate escape, ``NaN``, an integer past 64 bits, malformed JSON or
+    UTF-8) goes to ``json.loads``, whose value or error stands, and an object's lone
+    surrogates become U+FFFD outside the page fields."""
     try:
         return msgspec.json.decode(line)
     except msgspec.MsgspecError:
-        return json.loads(line)
+        value = json.loads(line)
+    if isinstance(value, dict) and _SURROGATE_ESCAPE.search(line):
+        return {
+            _without_surrogates(name): item if name in PAGE_FIELDS else _without_surrogates(item)
+            for name, item in value.items()
+        }
+    return value
 
 
 def raw_page_from_row(row: dict[str, Any], html: str | None = None) -> RawPage:
@@ -171,7 +172,7 @@ def raw_page_from_row(row: dict[str, Any], html: str | None = None) -> RawPage:
     return page_from_item(row, html)
 
 
-def jsonl_pages(lines: IO[str], where: str) -> Iterator[InputPage]:
+def jsonl_pages(lines: IO[bytes], where: str) -> Iterator[InputPage]:
     """The pages of JSON lines (a file, standard input), each line read bounded: a line
     too large is that row's ``TooLarge`` (``InputPage.error``)."""
     for number, row in row_results(bounded_lines(lines), where):
@@ -187,7 +188,7 @@ def jsonl_pages(lines: IO[str], where: str) -> Iterator[InputPage]:
 
 
 def _jsonl_pages(path: Path) -> Iterator[InputPage]:
-    with open_text(path) as lines:
+    with open_lines(path) as lines:
         yield from jsonl_pages(lines, str(path))
 
 

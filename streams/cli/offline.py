@@ -23,7 +23,7 @@ from dripstream.processors.ingest.sources import (
     WARC_SUFFIXES,
     InputPage,
     jsonl_pages,
-    open_text,
+    open_lines,
     read_pages,
     read_rows,
     skipped_summary,
@@ -117,9 +117,9 @@ def _jsonl_pages(source: str) -> Iterator[InputPage]:
     if source != "-" and Path(source).is_dir():
         raise UsageError(f"--jsonl {source}: a folder, not a JSONL file")
     if source == "-":
-        yield from jsonl_pages(sys.stdin, "stdin")
+        yield from jsonl_pages(sys.stdin.buffer, "stdin")
         return
-    with open_text(Path(source)) as lines:
+    with open_lines(Path(source)) as lines:
         yield from jsonl_pages(lines, source)
 
 

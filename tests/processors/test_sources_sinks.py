@@ -54,6 +54,17 @@ def test_jsonl_reader_streams_plain_and_compressed_files(tmp_path: Path, suffix:
     assert pages[0].raw.charset == "utf-8"
 
 
+def test_jsonl_rows_keep_non_ascii_text_and_a_leading_byte_order_mark_is_read(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "pages.jsonl"
+    row = {"id": "é1", "url": "https://t.example/caf\u00e9", "html": ARTICLE + "<p>日本語</p>"}
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(row, ensure_ascii=False).encode() + b"\n")
+    [page] = read_pages(str(path))
+    assert page.id == "é1" and page.raw.url == "https://t.example/café"
+    assert "日本語".encode() in page.raw.html
+
+
 def test_folder_reader_takes_html_files_in_name_order(tmp_path: Path) -> None:
     (tmp_path / "b.html").write_text(ARTICLE)
     (tmp_path / "a.htm").write_text(ARTICLE)
