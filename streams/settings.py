@@ -346,6 +346,16 @@ SETTINGS: tuple[Setting, ...] = (
         "stream",
         low=1,
     ),
+    Setting(
+        "DRIPSTREAM_MALLOC_ARENAS",
+        int,
+        2,
+        "glibc malloc arenas a worker's threads share (0: glibc's own rule, MALLOC_ARENA_MAX"
+        " included); each arena keeps the pages its threads freed",
+        "stream",
+        low=0,
+        high=64,
+    ),
     # labeller
     Setting(
         "DRIPSTREAM_LABELLER",
@@ -769,6 +779,7 @@ class StreamSettings:
     log_level: str
     data_dir: str
     crash_loop_limit: int
+    malloc_arenas: int
     security_protocol: str
     sasl_mechanism: str
     sasl_username: str

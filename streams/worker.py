@@ -7,7 +7,6 @@ import contextlib
 import ctypes
 import json
 import logging
-import os
 import time
 from typing import Any
 
@@ -18,7 +17,6 @@ from dripstream.streams.kafka import wait_for_topics
 from dripstream.streams.settings import StreamSettings
 from dripstream.streams.stages import chosen
 
-MALLOC_ARENAS = 2  # glibc's malloc arenas in a worker process (glibc's default: 8 a core)
 M_ARENA_MAX = -8  # mallopt's parameter number for the arena cap
 
 
@@ -54,22 +52,21 @@ def logging_config(level: str) -> dict[str, Any]:
     }
 
 
-def cap_malloc_arenas(arenas: int = MALLOC_ARENAS) -> None:
-    """Cap glibc's malloc arenas before the worker starts its threads: otherwise each
-    thread that allocates gets an arena of its own, and what it freed stays resident
-    (a worker's memory bound counts it). An operator's ``MALLOC_ARENA_MAX`` stands; off
-    glibc this does nothing."""
-    if "MALLOC_ARENA_MAX" in os.environ:
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).mallopt(M_ARENA_MAX, arenas)
+def cap_malloc_arenas(arenas: int) -> None:
+    """Cap glibc's malloc arenas (``DRIPSTREAM_MALLOC_ARENAS``) before the worker starts
+    its threads: otherwise each thread that allocates gets an arena of its own, and what
+    it freed stays resident (a worker's memory bound counts it). 0 leaves glibc's own
+    rule; off glibc this does nothing."""
+    if arenas > 0:
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).mallopt(M_ARENA_MAX, arenas)
 
 
 def run_worker(settings: StreamSettings) -> None:
     """Run the configured stages until SIGTERM/SIGINT, once the pipeline topics exist
     (``wait_for_topics``: MissingTopics when they do not)."""
     chosen(settings.stages)  # an unknown stage is refused before the broker is asked
-    cap_malloc_arenas()
+    cap_malloc_arenas(settings.malloc_arenas)
     kafka_log = logging.getLogger("aiokafka")
     level = kafka_log.level
     kafka_log.setLevel(logging.CRITICAL)  # a failure is the CLI's one error line

@@ -8,15 +8,14 @@ import sys
 
 import pytest
 
-from dripstream.streams.worker import MALLOC_ARENAS
+from dripstream.streams.settings import StreamSettings
 
 # Eight threads allocate and free buffers of 64 KiB (glibc's heap, under its mmap
 # threshold), then glibc describes its arenas; the script prints how many there were.
 ARENAS_AFTER_THREADS = """
 import ctypes, sys, tempfile, threading
 from dripstream.streams.worker import cap_malloc_arenas
-if sys.argv[1] == "capped":
-    cap_malloc_arenas()
+cap_malloc_arenas(int(sys.argv[1]))
 barrier = threading.Barrier(8)
 def work():
     barrier.wait()
@@ -36,10 +35,10 @@ with tempfile.NamedTemporaryFile() as report:
 """
 
 
-def _arenas(mode: str) -> int:
+def _arenas(cap: int) -> int:
     environment = {key: value for key, value in os.environ.items() if key != "MALLOC_ARENA_MAX"}
     result = subprocess.run(
-        [sys.executable, "-c", ARENAS_AFTER_THREADS, mode],
+        [sys.executable, "-c", ARENAS_AFTER_THREADS, str(cap)],
         env=environment,
         capture_output=True,
         text=True,
@@ -51,5 +50,6 @@ def _arenas(mode: str) -> int:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
 def test_a_workers_threads_share_a_capped_number_of_malloc_arenas() -> None:
-    assert _arenas("default") > MALLOC_ARENAS, "glibc's default gives threads arenas of their own"
-    assert _arenas("capped") <= MALLOC_ARENAS
+    cap = StreamSettings.from_env({}).malloc_arenas
+    assert _arenas(0) > cap, "glibc's own rule gives threads arenas of their own"
+    assert _arenas(cap) <= cap
