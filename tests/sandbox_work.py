@@ -66,3 +66,11 @@ def warm() -> None:
 def warmed_in(context: object, item: str) -> tuple[list[int], int, int]:
     """Where the warm-up ran, this child's pid and its parent's (the zygote)."""
     return WARMED, os.getpid(), os.getppid()
+
+
+def fallback_state(context: object, item: str) -> bool:
+    """Whether trafilatura's jusText stop words (built on first use) are already built in
+    this child, before it extracts anything."""
+    from trafilatura import external
+
+    return bool(external.JT_STOPLIST)

@@ -6,6 +6,7 @@ first use (``load_extractor``): a process that never falls back does not pay for
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from functools import lru_cache
 from typing import Any
@@ -13,6 +14,8 @@ from typing import Any
 from dripstream.processors.errors import NothingSelected
 
 EXTRACTOR = "fallback:trafilatura"
+# Short enough that trafilatura tries its backup extractors on it (see warm_up_extractor).
+WARM_UP_PAGE = "<html><body><p>A short page.</p></body></html>"
 
 
 @lru_cache(maxsize=1)
@@ -22,6 +25,14 @@ def load_extractor() -> Any:
 
     logging.getLogger("trafilatura").setLevel(logging.ERROR)
     return trafilatura
+
+
+def warm_up_extractor() -> None:
+    """Import trafilatura and extract one short page, which builds what its backup
+    extractors load on first use (jusText's stop words of every language): run before a
+    sandbox's zygote forks, its children share that state instead of each building it."""
+    with contextlib.suppress(NothingSelected):
+        fallback_markdown(WARM_UP_PAGE)
 
 
 def fallback_markdown(html: str, url: str | None = None, fast: bool = False) -> str:

@@ -35,7 +35,7 @@ from dripstream.processors.pipeline import (
     PipelineSettings,
     extract_pages,
     page_error,
-    warm_up,
+    warm_up_fallback,
 )
 from dripstream.processors.sinks import open_sink
 from dripstream.processors.sinks.jsonl import RecordsJsonlSink
@@ -63,7 +63,7 @@ def _runner(args: argparse.Namespace, settings: PipelineSettings, batch: bool = 
     ``batch``, whose children it forks again and again; one document needs one child."""
     if args.no_sandbox:
         return InProcess(settings)
-    return Sandbox(settings, stream_settings(args).limits(), warm_up if batch else None)
+    return Sandbox(settings, stream_settings(args).limits(), warm_up_fallback if batch else None)
 
 
 def _single_document(args: argparse.Namespace) -> bool:

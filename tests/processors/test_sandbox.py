@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sandbox_work import echo, misbehave, warm, warmed_in
+from sandbox_work import echo, fallback_state, misbehave, warm, warmed_in
 
 from dripstream.processors.errors import (
     NotHtml,
@@ -19,6 +19,7 @@ from dripstream.processors.errors import (
     WorkerCrashed,
 )
 from dripstream.processors.extract.sandbox import InProcess, Limits, Sandbox, memory_error_for
+from dripstream.processors.pipeline import warm_up_fallback
 
 
 @pytest.fixture(scope="module")
@@ -154,3 +155,8 @@ def test_children_are_forked_from_one_warm_zygote_so_a_new_child_is_cheap() -> N
         # a death by signal counts as memory), then one after each crash.
         assert box.forks == 7
         assert time.monotonic() - started < 10  # five children, not five interpreters
+
+
+def test_children_find_the_fallback_extractors_first_use_state_built_by_the_warm_up() -> None:
+    with Sandbox("ctx", Limits(timeout_s=30.0, memory_mib=256), warm_up=warm_up_fallback) as box:
+        assert box.map(fallback_state, ["a"]) == [True]
