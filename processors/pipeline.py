@@ -28,11 +28,7 @@ from dripstream.processors.errors import (
 )
 from dripstream.processors.extract.budget import PipelineSettings
 from dripstream.processors.extract.fallback import EXTRACTOR as FALLBACK_EXTRACTOR
-from dripstream.processors.extract.fallback import (
-    fallback_markdown,
-    load_extractor,
-    warm_up_extractor,
-)
+from dripstream.processors.extract.fallback import fallback_markdown, load_extractor
 from dripstream.processors.extract.language import detect_language, load_detector
 from dripstream.processors.extract.reconstruct import reconstruct
 from dripstream.processors.extract.sandbox import InProcess, PageRunner
@@ -338,15 +334,6 @@ def warm_up() -> None:
     extractor): a sandbox's zygote runs it once, so every child it forks starts warm."""
     load_detector()
     load_extractor()
-
-
-def warm_up_fallback() -> None:
-    """``warm_up``, and what the fallback's backup extractors build on first use (33 MiB:
-    ``warm_up_extractor``), which every child of a long batch would otherwise build again
-    out of its page's budget. Offline batches warm their zygote this way; a stream
-    worker, under its memory bound, leaves it to a child that needs it."""
-    warm_up()
-    warm_up_extractor()
 
 
 def simplify_step(

@@ -117,7 +117,7 @@ def zygote_main(fd: int, memory_mib: int) -> None:
     one per ``("wait", pid)``; EOF or None ends it, and its children with it."""
     connection = Connection(fd)
     control = socket.socket(fileno=os.dup(fd))
-    context, module, warm_up = connection.recv()
+    context, module, warm_up, late_warm_up = connection.recv()
     faulthandler.disable()  # a page's crash is reported by its exit code, not a dump
     importlib.import_module(module)  # before "ready": imports are not a page's time
     if warm_up is not None:
@@ -125,6 +125,7 @@ def zygote_main(fd: int, memory_mib: int) -> None:
     gc.freeze()  # the children's collections leave the shared objects (and their pages) be
     connection.send("ready")
     children: set[int] = set()
+    forked = 0
     try:
         while True:
             try:
@@ -135,6 +136,12 @@ def zygote_main(fd: int, memory_mib: int) -> None:
                 return
             if request == "fork":
                 _, fds, _, _ = socket.recv_fds(control, 1, 1)
+                if forked and late_warm_up is not None:  # a second child: more may follow
+                    with contextlib.suppress(Exception):  # a child builds it on first use
+                        late_warm_up()
+                    late_warm_up = None
+                    gc.freeze()
+                forked += 1
                 pid = os.fork()
                 if pid == 0:
                     connection.close()
@@ -311,7 +318,11 @@ class _Zygote:
     fresh interpreter (no threads or locks inherited)."""
 
     def __init__(
-        self, context: Any, module: str, memory_mib: int, warm_up: Callable[[], None] | None
+        self,
+        context: Any,
+        module: str,
+        memory_mib: int,
+        warm_ups: tuple[Callable[[], None] | None, Callable[[], None] | None],
     ) -> None:
         ours, theirs = socket.socketpair()
         self.process: subprocess.Popen[bytes] | _ForkedZygote
@@ -335,7 +346,7 @@ class _Zygote:
         self.control = ours
         self.connection = Connection(os.dup(ours.fileno()))
         try:
-            self.connection.send((context, module, warm_up))
+            self.connection.send((context, module, *warm_ups))
             ready = self.connection.poll(STARTUP_TIMEOUT_S) and self.connection.recv() == "ready"
         except (EOFError, OSError):
             ready = False
@@ -392,12 +403,15 @@ class Sandbox(Generic[C]):
         context: C,
         limits: Limits | None = None,
         warm_up: Callable[[], None] | None = None,
+        late_warm_up: Callable[[], None] | None = None,
     ) -> None:
         """``warm_up`` (a module-level function) runs once in the zygote, so every child
-        starts with what it loads."""
+        starts with what it loads; ``late_warm_up`` runs there before the second child is
+        forked, for the children from then on (what a child may never need: a batch that
+        one child serves never pays for it)."""
         self.context = context
         self.limits = limits or Limits()
-        self.warm_up = warm_up
+        self.warm_ups = (warm_up, late_warm_up)
         self.restarts = 0
         self.retirements = 0  # children that left on their own after a page (heap grown)
         self.retries = 0  # pages over their memory in a used child, run again in a fresh one
@@ -416,7 +430,7 @@ class Sandbox(Generic[C]):
                 if self._zygote is not None:
                     self._zygote.close()
                 self._zygote = _Zygote(
-                    self.context, function.__module__, self.limits.memory_mib, self.warm_up
+                    self.context, function.__module__, self.limits.memory_mib, self.warm_ups
                 )
             try:
                 self._pid, self._connection = self._zygote.fork()

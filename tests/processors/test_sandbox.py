@@ -18,8 +18,8 @@ from dripstream.processors.errors import (
     TooLarge,
     WorkerCrashed,
 )
+from dripstream.processors.extract.fallback import warm_up_extractor
 from dripstream.processors.extract.sandbox import InProcess, Limits, Sandbox, memory_error_for
-from dripstream.processors.pipeline import warm_up_fallback
 
 
 @pytest.fixture(scope="module")
@@ -157,6 +157,9 @@ def test_children_are_forked_from_one_warm_zygote_so_a_new_child_is_cheap() -> N
         assert time.monotonic() - started < 10  # five children, not five interpreters
 
 
-def test_children_find_the_fallback_extractors_first_use_state_built_by_the_warm_up() -> None:
-    with Sandbox("ctx", Limits(timeout_s=30.0, memory_mib=256), warm_up=warm_up_fallback) as box:
-        assert box.map(fallback_state, ["a"]) == [True]
+def test_a_late_warm_up_is_built_once_the_first_child_is_forked_for_the_next_ones() -> None:
+    limits = Limits(timeout_s=30.0, memory_mib=256)
+    with Sandbox("ctx", limits, late_warm_up=warm_up_extractor) as box:
+        assert box.map(fallback_state, ["first"]) == [False], "a lone child never waits for it"
+        assert isinstance(box.map(misbehave, ["segfault"])[0], PageMemoryExceeded)
+        assert box.map(fallback_state, ["next"]) == [True]
