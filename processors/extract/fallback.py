@@ -29,8 +29,9 @@ def load_extractor() -> Any:
 
 def warm_up_extractor() -> None:
     """Import trafilatura and extract one short page, which builds what its backup
-    extractors load on first use (jusText's stop words of every language): run before a
-    sandbox's zygote forks, its children share that state instead of each building it."""
+    extractors load on first use (jusText's stop words of every language): run in a
+    sandbox's zygote, the children forked after it share that state instead of each
+    building it."""
     with contextlib.suppress(NothingSelected):
         fallback_markdown(WARM_UP_PAGE)
 

@@ -62,7 +62,7 @@ def _runner(args: argparse.Namespace, settings: PipelineSettings, batch: bool = 
     """In this process (``--no-sandbox``), else in a sandbox with the settings' limits
     (DRIPSTREAM_PAGE_TIMEOUT_S, DRIPSTREAM_PAGE_MEMORY_MIB). Its zygote is warmed for a
     ``batch``, whose children it forks again and again (the fallback's first-use state
-    once its first child is away); one document needs one child."""
+    before its second child); one document needs one child."""
     if args.no_sandbox:
         return InProcess(settings)
     if not batch:
