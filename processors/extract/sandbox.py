@@ -14,10 +14,10 @@ segment is capped (``RLIMIT_DATA``), and waits for each result at most ``timeout
 The batch then goes on with a new child, so one page costs its own result and a fork,
 never its neighbours' results or the caller's process. What earlier pages left in a
 child's heap counts against a page's budget, so a child retires after a page that left
-its heap a third of a budget grown, and a page over its memory in a used child runs again in a
-fresh one before its error stands. Items go one at a time, so the caller holds at most
-one pickled page. ``InProcess`` is the same interface without a child (tests, trusted
-input).
+its heap a third of a budget grown, and a page over its memory in a used child runs
+again in a fresh one before its error stands. Items go one at a time, so the caller
+holds at most one pickled page. ``InProcess`` is the same interface without a child
+(tests, trusted input).
 
 Children are forked from a zygote that imports the work's module and receives the context
 once, then forks a child per request over a socket pair (the child's socket is passed
