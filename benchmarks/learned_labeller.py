@@ -114,12 +114,14 @@ def labels_check(data: Path, out: Path) -> dict:
     return result
 
 
-def cv_run(data: Path, out: Path, seeds: list[int], model: str | None) -> dict:
+def cv_run(
+    data: Path, out: Path, seeds: list[int], model: str | None, distant: bool = False
+) -> dict:
     """The grouped CV under each of ``seeds`` (pages prepared once; ``cv.json`` the first
     seed's, ``cv-seed{N}.json`` each); with several, the mean and the minimum over the
     seeds too (``cv-seeds.json``). ``model``: then train on every page with the first."""
     started = time.perf_counter()
-    pages = load_pages(data)
+    pages = load_pages(data, distant=distant)
     _log(f"prepared {len(pages)} pages in {time.perf_counter() - started:.0f} s")
     runs: list[dict] = []
     first: CVReport | None = None  # the first seed's report: what --train calibrates on
@@ -341,6 +343,9 @@ def main() -> None:
     parser.add_argument("--out", default="out/learned")
     parser.add_argument("--seed", type=int, nargs="+", default=[0], help="cv: one or several seeds")
     parser.add_argument("--train", metavar="MODEL", help="cv: then train and write MODEL")
+    parser.add_argument(
+        "--distant", action="store_true", help="cv: also train on the distant documentation pages"
+    )
     parser.add_argument("--model", help="speed: model file (default: the shipped one)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--file", default="articles_dev.jsonl", help="speed: the pages")
@@ -352,7 +357,7 @@ def main() -> None:
     if args.what == "labels":
         labels_check(data, out)
     elif args.what == "cv":
-        cv_run(data, out, args.seed, args.train)
+        cv_run(data, out, args.seed, args.train, args.distant)
     elif args.what == "speed":
         speed_run(data, out, args.repeat, args.model, args.file, args.every)
     else:

@@ -3,10 +3,12 @@
 Data: ``files`` of ``data_dir`` (normally ``../shared/data``), by default ``TRAIN_FILES``:
 ``wcxb_dev.jsonl.xz`` (WCXB, 7 page types), ``articles_dev.jsonl`` and
 ``publishers_dev.jsonl`` (news pages). ``webmainbench_sample.jsonl`` is *not* trained on:
-it checks the label derivation against its human ``cc-select`` marks. Every page is
-simplified, its blocks labelled from its gold text
-(:mod:`dripstream.processors.training.labels`) and turned into features
-(:mod:`dripstream.processors.label.features`).
+it checks the label derivation against its human ``cc-select`` marks. With ``distant``,
+also the documentation pages labelled by their own markup
+(:mod:`dripstream.processors.training.distant`, file key ``DISTANT``): they train and
+are never scored. Every page is simplified,
+its blocks labelled from its gold text (:mod:`dripstream.processors.training.labels`) and
+turned into features (:mod:`dripstream.processors.label.features`).
 
 Groups: a page's group is its site (WCXB ``meta.domain``, otherwise the URL's host without
 ``www.``). Folds never split a group, and when a file is held out, training pages of the
@@ -65,6 +67,7 @@ from dripstream.processors.label.learned import (
     raw_confidence,
 )
 from dripstream.processors.pipeline import PipelineSettings, extract_pages
+from dripstream.processors.training.distant import load_distant_rows
 from dripstream.processors.training.labels import derive_page
 from dripstream.processors.training.scoring import score_page
 from dripstream.processors.training.wordf1 import word_score
@@ -72,6 +75,7 @@ from dripstream.topics.records import MAIN
 
 # The dev files trained on by default (``files`` of load_pages, cross_validate, train).
 TRAIN_FILES = ("wcxb_dev.jsonl.xz", "articles_dev.jsonl", "publishers_dev.jsonl")
+DISTANT = "distant_documentation"  # the file key of the pages labelled by their markup
 CV_FOLDS = 5
 # The second-opinion rule must keep every target group this far ahead of the fallback on
 # out-of-fold pages before it may trade a group's lead for another's (fit_second_opinion):
@@ -198,11 +202,19 @@ def prepare_pages(
 
 
 def load_pages(
-    data_dir: str | Path, files: Sequence[str] = TRAIN_FILES, progress=None
+    data_dir: str | Path,
+    files: Sequence[str] = TRAIN_FILES,
+    progress=None,
+    distant: bool = False,
 ) -> list[PageData]:
+    """The pages of ``files`` of ``data_dir``; with ``distant``, then the shipped
+    documentation pages labelled by their markup (only those with blocks)."""
     pages: list[PageData] = []
     for name in files:
         pages.extend(prepare_pages(load_rows(Path(data_dir) / name), file_key(name), progress))
+    if distant:
+        distant_pages = prepare_pages(load_distant_rows(), DISTANT, progress)
+        pages.extend(page for page in distant_pages if len(page.y))
     return pages
 
 
@@ -528,8 +540,8 @@ def cross_validate(
     files: Sequence[str] = TRAIN_FILES,
 ) -> CVReport:
     """Grouped CV on wcxb_dev (``folds`` folds by domain) + leave-one-file-out on the
-    other files; ``pages`` may be given pre-loaded (``load_pages``), else ``files`` of
-    ``data_dir`` are loaded."""
+    other files (``DISTANT`` pages only train); ``pages`` may be given pre-loaded
+    (``load_pages``), else ``files`` of ``data_dir`` are loaded."""
     started = time.perf_counter()
     log = log or (lambda message: None)
     if pages is None:
@@ -541,7 +553,7 @@ def cross_validate(
         (f"wcxb fold {k}", [p for p, f in zip(wcxb, fold_of, strict=True) if f == k])
         for k in range(folds)
     ]
-    for name in sorted({page.file for page in pages} - {"wcxb_dev"}):
+    for name in sorted({page.file for page in pages} - {"wcxb_dev", DISTANT}):
         splits.append((f"{name} held out", [page for page in pages if page.file == name]))
     for name, test in splits:
         training = _held_out_training(pages, test)

@@ -301,7 +301,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         train,
     )
 
-    pages = load_pages(args.data)
+    pages = load_pages(args.data, distant=args.distant)
     cv = None
     if not args.no_calibration:
         # trafilatura in both modes on every page: the second-opinion rule is fitted on them
@@ -409,5 +409,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--no-calibration",
         action="store_true",
         help="skip the cross-validation that calibrates the confidence (faster)",
+    )
+    training.add_argument(
+        "--distant",
+        action="store_true",
+        help="also train on the shipped documentation pages labelled by their own markup "
+        "(never scored; the shipped model is trained without them)",
     )
     training.set_defaults(run=cmd_train)
