@@ -5,10 +5,10 @@ Data: ``files`` of ``data_dir`` (normally ``../shared/data``), by default ``TRAI
 ``publishers_dev.jsonl`` (news pages). ``webmainbench_sample.jsonl`` is *not* trained on:
 it checks the label derivation against its human ``cc-select`` marks. With ``distant``,
 also the documentation pages labelled by their own markup
-(:mod:`dripstream.processors.training.distant`, file key ``DISTANT``): they train and
-are never scored. Every page is simplified,
-its blocks labelled from its gold text (:mod:`dripstream.processors.training.labels`) and
-turned into features (:mod:`dripstream.processors.label.features`).
+(:mod:`dripstream.processors.training.distant`, file key ``DISTANT``): they train and are
+never scored. Every page is simplified, its blocks labelled from its gold text
+(:mod:`dripstream.processors.training.labels`) and turned into features
+(:mod:`dripstream.processors.label.features`).
 
 Groups: a page's group is its site (WCXB ``meta.domain``, otherwise the URL's host without
 ``www.``). Folds never split a group, and when a file is held out, training pages of the
