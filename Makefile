@@ -19,7 +19,8 @@ BASE := $(VENV)/.base-installed
 VLLM := $(VENV)/.vllm-installed
 NATIVE := $(VENV)/.native-built
 NATIVE_SOURCES := setup.py processors/native.py processors/extract/simplify.py \
-  processors/label/features.py processors/extract/markdown.py processors/extract/page_hints.py
+  processors/label/features.py processors/extract/markdown.py processors/extract/page_hints.py \
+  processors/label/templates/signatures.py
 LOCK := requirements/lock-dev.txt
 OVERRIDES := requirements/overrides.txt
 DATA ?= ../shared/data

@@ -20,6 +20,7 @@ COMPILED_MODULES = (
     "dripstream.processors.label.features",
     "dripstream.processors.extract.markdown",
     "dripstream.processors.extract.page_hints",
+    "dripstream.processors.label.templates.signatures",
 )
 
 

@@ -36,7 +36,6 @@ import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import IO, Any
 
 from dripstream.processors.errors import TooLarge
@@ -218,6 +217,8 @@ def _parse_date(text: str) -> float:
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
+        from email.utils import parsedate_to_datetime  # HTTP dates are rare: imported on use
+
         try:
             moment = parsedate_to_datetime(text)
         except (TypeError, ValueError, IndexError):

@@ -20,8 +20,6 @@ import json
 import re
 from typing import NamedTuple
 
-from charset_normalizer import from_bytes
-
 from dripstream.processors.errors import EmptyDocument, NotHtml
 
 _BOMS = (
@@ -263,6 +261,8 @@ def _detect_charset(data: bytes, hint: str | None) -> tuple[str, str, str | None
         return "utf-8", "detected", data.decode("utf-8")
     except UnicodeDecodeError:
         pass
+    from charset_normalizer import from_bytes  # few pages get here: imported on first use
+
     matches = from_bytes(data[:65536])
     best = matches.best()
     if best is not None and best.encoding:

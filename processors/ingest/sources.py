@@ -44,6 +44,7 @@ from dripstream.topics.records import RawPage
 
 MAX_RECORD_BYTES = MAX_BODY_BYTES  # a JSONL line, a WARC record's content
 _SKIP_BYTES = 1024 * 1024  # an oversized line is skipped in pieces of this size
+_READ_BUFFER = 1024 * 1024  # a plain file's read buffer: a page's line in a few reads
 
 HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.xz")
@@ -72,7 +73,7 @@ def open_lines(path: Path) -> IO[bytes]:
         return gzip.open(path, "rb")
     if path.name.endswith(".xz"):
         return lzma.open(path, "rb")
-    return path.open("rb")
+    return path.open("rb", buffering=_READ_BUFFER)
 
 
 def bounded_lines(stream: IO[bytes], limit: int = MAX_RECORD_BYTES) -> Iterator[bytes | TooLarge]:

@@ -16,7 +16,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dripstream.processors.label.base import AsyncLabeller, Labeller, LabelOutcome
-from dripstream.processors.label.templates import TemplateCache, TemplateCascade
+from dripstream.processors.label.templates import (
+    TemplateCache,
+    TemplateCascade,
+    registrable_domain,
+)
 from dripstream.processors.pipeline import apply_label_outcomes, to_fallback
 from dripstream.streams import metrics
 from dripstream.streams.envelope import Inbound, Outbound, Route, dead_letter, forward
@@ -112,6 +116,7 @@ def build(settings: StreamSettings, provisions: Provisions) -> LabelHandler:
     store = None
     if settings.templates:
         cache = TemplateCache(settings.template_settings())
+        registrable_domain("https://example.org/")  # the public suffix list, before any page
         store = provisions.need("template_store", NAME)(cache)
         labeller = TemplateCascade(labeller, cache)
     return LabelHandler(

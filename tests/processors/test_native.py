@@ -19,6 +19,7 @@ from dripstream.processors.errors import PageError
 from dripstream.processors.extract import markdown, page_hints, simplify
 from dripstream.processors.ingest.sources import raw_page_from_row
 from dripstream.processors.label import features
+from dripstream.processors.label.templates import signatures
 from dripstream.processors.pipeline import decoded_page
 from dripstream.processors.training.train import load_rows
 
@@ -112,6 +113,13 @@ def test_compiled_markdown_gives_the_source_output(pages: list[str]) -> None:
             assert markdown.html_to_markdown(fragment, "https://example.org/a/") == (
                 source.html_to_markdown(fragment, "https://example.org/a/")
             )
+
+
+def test_compiled_block_keys_give_the_source_keys(pages: list[str]) -> None:
+    source = from_source("dripstream.processors.label.templates.signatures")
+    for html in pages:
+        simplified_html = simplify.simplify(html).simplified_html
+        assert signatures.block_keys(simplified_html) == source.block_keys(simplified_html)
 
 
 def test_an_extension_older_than_its_source_is_reported_stale(

@@ -574,6 +574,17 @@ def test_a_line_of_links_is_not_the_prose_block_in_the_same_place() -> None:
     assert key[1].endswith(LINKS_MARK)  # back-off keeps the mark where it ends on the block
 
 
+def test_link_text_counts_in_every_block_that_holds_it() -> None:
+    html = (
+        '<html><body><div _item_id="1"><p _item_id="2"><a href="/">The home page</a></p>'
+        'and more</div><p _item_id="3">Plain words, <a href="/x">one link</a> among them.</p>'
+        "</body></html>"
+    )
+    outer, inner, prose = block_signatures(html)
+    assert outer.endswith(LINKS_MARK) and inner.endswith(LINKS_MARK)
+    assert not prose.endswith(LINKS_MARK)
+
+
 def test_a_selector_from_a_generalised_class_still_selects_its_blocks() -> None:
 
     page = sections_page(1, ["description"])

@@ -58,6 +58,8 @@ _STATE_WORDS = frozenset(
     out fade fadein fadeout animated animate on off""".split()
 )
 _STATE_PREFIX = re.compile(r"^(is|has)-.")  # is-active, has-children
+_STEP_CACHE_LIMIT = 65536
+_steps: dict[str, str] = {}  # "head class-string" -> step (``_classes_step``)
 
 
 _CAMEL_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
@@ -123,24 +125,51 @@ def _anchor(node: LexborNode, element_id: str) -> bool:
 
 
 def _step(node: LexborNode) -> str:
+    """The node's ``tag#id.class.class`` step."""
     attributes = node.attributes
-    classes = sorted(
-        {name for t in (attributes.get("class") or "").split() if (name := _class_token(t))}
-    )
+    tag = node.tag or ""
+    names = attributes.get("class") or ""
     element_id = attributes.get("id")
-    step = node.tag
-    if element_id and _LAYOUT_ID.match(element_id) and not _anchor(node, element_id):
-        step += f"#{element_id}"
-    return step + "".join(f".{name}" for name in classes)
+    if element_id and _LAYOUT_ID.match(element_id):
+        if _anchor(node, element_id):
+            element_id = None
+        return _classes_step(f"{tag}#{element_id}" if element_id else tag, names)
+    return _classes_step(tag, names)
 
 
-def _text_mark(block: LexborNode) -> str:
+def _classes_step(head: str, names: str) -> str:
+    """``head`` and the step's class tokens, memoised: the same tags and class strings
+    recur on every page of a site."""
+    key = f"{head} {names}"
+    step = _steps.get(key)
+    if step is None:
+        classes = sorted({name for t in names.split() if (name := _class_token(t))})
+        step = head + "".join(f".{name}" for name in classes)
+        if len(_steps) < _STEP_CACHE_LIMIT:
+            _steps[key] = step
+    return step
+
+
+def _link_chars(tree: LexborHTMLParser, blocks: set[int]) -> dict[int, int]:
+    """Per block (by ``mem_id``), the link text it holds: each link's stripped text
+    length, counted in every block it lies in (one pass over the page's links)."""
+    chars: dict[int, int] = {}
+    for anchor in tree.css("[_item_id] a"):
+        length = len(anchor.text(strip=True))
+        node: LexborNode | None = anchor.parent if length else None
+        while node is not None:
+            if node.mem_id in blocks:
+                chars[node.mem_id] = chars.get(node.mem_id, 0) + length
+            node = node.parent
+    return chars
+
+
+def _text_mark(block: LexborNode, links: int) -> str:
     """``EMPTY_MARK`` for a block without text, ``LINKS_MARK`` for one mostly of link
-    text, else nothing."""
+    text (``links``: its links' characters), else nothing."""
     text = len(block.text(strip=True))
     if not text:
         return EMPTY_MARK
-    links = sum(len(a.text(strip=True)) for a in block.css("a"))
     return LINKS_MARK if links >= LINKS_SHARE * text else ""
 
 
@@ -151,8 +180,10 @@ def block_keys(simplified_html: str) -> list[tuple[str, ...]]:
     tree = LexborHTMLParser(simplified_html)
     keys = []
     step_of: dict[int, str] = {}  # ancestors are shared by many blocks: one step each
-    for block in tree.css("[_item_id]"):
-        steps = []
+    blocks = tree.css("[_item_id]")
+    link_chars = _link_chars(tree, {block.mem_id for block in blocks})
+    for block in blocks:
+        steps: list[str] = []
         node: LexborNode | None = block
         while node is not None and node.tag not in _ROOTS and len(steps) < MAX_PATH_STEPS:
             step = step_of.get(node.mem_id)
@@ -162,7 +193,7 @@ def block_keys(simplified_html: str) -> list[tuple[str, ...]]:
             node = node.parent
         steps.reverse()
         if steps:
-            steps[-1] += _text_mark(block)
+            steps[-1] += _text_mark(block, link_chars.get(block.mem_id, 0))
         end = len(steps)
         backoff = (
             BACKOFF_MARK + ">".join(steps[end - skip - kept : end - skip]) + ">*" * skip
