@@ -19,7 +19,7 @@ from dripstream.processors.label.base import AsyncLabeller, Labeller, LabelOutco
 from dripstream.processors.label.templates import (
     TemplateCache,
     TemplateCascade,
-    registrable_domain,
+    load_public_suffixes,
 )
 from dripstream.processors.pipeline import apply_label_outcomes, to_fallback
 from dripstream.streams import metrics
@@ -116,7 +116,7 @@ def build(settings: StreamSettings, provisions: Provisions) -> LabelHandler:
     store = None
     if settings.templates:
         cache = TemplateCache(settings.template_settings())
-        registrable_domain("https://example.org/")  # the public suffix list, before any page
+        load_public_suffixes()
         store = provisions.need("template_store", NAME)(cache)
         labeller = TemplateCascade(labeller, cache)
     return LabelHandler(

@@ -33,6 +33,7 @@ from dripstream.processors.label.templates.signatures import (
     block_keys,
     block_signatures,
     generalise,
+    load_public_suffixes,
     registrable_domain,
     text_weight,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "css_selector",
     "export_site",
     "generalise",
+    "load_public_suffixes",
     "registrable_domain",
     "site_summary",
     "stale",

@@ -58,8 +58,6 @@ _STATE_WORDS = frozenset(
     out fade fadein fadeout animated animate on off""".split()
 )
 _STATE_PREFIX = re.compile(r"^(is|has)-.")  # is-active, has-children
-_STEP_CACHE_LIMIT = 65536
-_steps: dict[str, str] = {}  # "head class-string" -> step (``_classes_step``)
 
 
 _CAMEL_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
@@ -137,17 +135,12 @@ def _step(node: LexborNode) -> str:
     return _classes_step(tag, names)
 
 
+@lru_cache(maxsize=65536)
 def _classes_step(head: str, names: str) -> str:
     """``head`` and the step's class tokens, memoised: the same tags and class strings
     recur on every page of a site."""
-    key = f"{head} {names}"
-    step = _steps.get(key)
-    if step is None:
-        classes = sorted({name for t in names.split() if (name := _class_token(t))})
-        step = head + "".join(f".{name}" for name in classes)
-        if len(_steps) < _STEP_CACHE_LIMIT:
-            _steps[key] = step
-    return step
+    classes = sorted({name for t in names.split() if (name := _class_token(t))})
+    return head + "".join(f".{name}" for name in classes)
 
 
 def _link_chars(tree: LexborHTMLParser, blocks: set[int]) -> dict[int, int]:
@@ -220,6 +213,11 @@ def _domain_extractor():
     import tldextract
 
     return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)  # shipped snapshot
+
+
+def load_public_suffixes() -> None:
+    """Load the public suffix list now rather than on the first page's site."""
+    registrable_domain("https://example.org/")
 
 
 def registrable_domain(url: str) -> str:
