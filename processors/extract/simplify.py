@@ -4,11 +4,14 @@ The walk (paper, Appendix I) does, in one pass over a lexbor tree:
 
 1. cleaning: drops non-content subtrees (``SimplifyConfig.remove_tags``, page-level
    ``header``/``footer``/``aside`` outside ``article``/``main``, elements whose
-   class/id name them as navigation, hidden elements (``hidden``, ``display: none``,
-   ``visibility: hidden``), comments, empty ``noscript``). ``aria-hidden`` is not
-   hidden: it hides from assistive technology, not from view, and product drawers,
-   accordions and size guides carry it while holding the page's text; the labeller
-   decides, as it does for an ``aside`` inside the article. Content that
+   class/id name them as navigation, unless they hold an ``article`` or ``main``,
+   hidden elements (``hidden``, ``display: none``, ``visibility: hidden``), comments,
+   empty ``noscript``). Not hidden: ``aria-hidden`` (it hides from assistive technology,
+   not from view; product drawers, accordions and size guides carry it while holding the
+   page's text), a tab panel (``role="tabpanel"``: the reader opens it with its tab, as
+   with a code sample's other languages) and ``hidden="until-found"`` (the browser shows
+   it to find-in-page); the labeller decides, as it does for an ``aside`` inside the
+   article. Content that
    a page streams in (React's streaming server rendering: ``<div hidden id="S:n">``
    segments that its runtime moves into the ``<template id="B:n">`` or ``"P:n"``
    placeholder) is hidden only until the page's script runs: it is walked at its
@@ -370,10 +373,11 @@ class _Walker:
             return not in_article
         if not attributes:
             return False
-        if "hidden" in attributes:
+        tab = attributes.get("role") == "tabpanel"  # hidden until a click on its tab
+        if "hidden" in attributes and not tab and attributes["hidden"] != "until-found":
             return node.mem_id != self._placing and not self._left_unplaced(attributes)
         style = attributes.get("style")
-        if style and _HIDDEN_STYLE.search(style):
+        if style and not tab and _HIDDEN_STYLE.search(style):
             return True
         if attributes.get("type") == "hidden":
             return True
@@ -386,8 +390,9 @@ class _Walker:
         return named and self._navigation_region(node)
 
     def _navigation_region(self, node: LexborNode) -> bool:
-        """An element whose class/id names navigation: not where the page's text is."""
-        if node.tag == "h1" or self._holds(node, "h1"):
+        """An element whose class/id names navigation: not where the page's text is, nor
+        around its title, its article or its main region."""
+        if node.tag == "h1" or self._holds(node, "h1") or self._holds(node, "article, main"):
             return False
         if self._body_text_len is None:
             text = self.root.text(deep=True) if self.root is not None else ""

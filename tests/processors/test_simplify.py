@@ -147,6 +147,40 @@ def test_named_navigation_is_removed() -> None:
     assert document.block_count == 1
 
 
+def test_a_navigation_named_layout_around_the_article_is_kept() -> None:
+    """A layout class that names a sidebar (``sidebar-first-only``: the column beside one)
+    does not make the column that holds the article navigation, however long the menus."""
+    menu = "".join(f"<li><a href='/m{i}'>Menu entry number {i}</a></li>" for i in range(200))
+    page = (
+        f"<body><ul class='mega'>{menu}</ul>"
+        "<section class='col-sm-9 sidebar-first-only'><article>"
+        "<p>" + "The course teaches digital marketing. " * 10 + "</p></article></section>"
+        "<div class='sidebar'><p>Contact the coordinator.</p></div></body>"
+    )
+    document = simplify(page)
+    assert "The course teaches digital marketing." in document.simplified_html
+    assert "Contact the coordinator." not in document.simplified_html
+
+
+def test_tab_panels_and_until_found_content_are_not_hidden() -> None:
+    """A hidden tab panel shows with a click on its tab (a code sample's other languages);
+    ``hidden="until-found"`` shows to find-in-page: both are the page's content."""
+    page = (
+        "<body><article><h1>Send a message</h1><div role='tablist'>Python Node.js</div>"
+        "<div role='tabpanel'><pre>pip install twilio</pre></div>"
+        "<div role='tabpanel' hidden style='display: none'><pre>npm install twilio</pre></div>"
+        "<div hidden='until-found'><p>A collapsed section.</p></div>"
+        "<div hidden='until-found' style='display:none'><p>Styled away.</p></div>"
+        "<div hidden><p>Plainly hidden.</p></div></article></body>"
+    )
+    text = " ".join(_text_of(block) for block in simplify(page).mapping_blocks)
+    assert "pip install twilio" in text
+    assert "npm install twilio" in text
+    assert "A collapsed section." in text
+    assert "Styled away." not in text
+    assert "Plainly hidden." not in text
+
+
 def test_simplified_whitespace_is_collapsed_but_mapping_keeps_it() -> None:
     document = simplify("<p>one   two\n\n   three</p>")
     assert "one two three" in document.simplified_blocks[0]
