@@ -4,20 +4,20 @@ The walk (paper, Appendix I) does, in one pass over a lexbor tree:
 
 1. cleaning: drops non-content subtrees (``SimplifyConfig.remove_tags``, page-level
    ``header``/``footer``/``aside`` outside ``article``/``main``, elements whose
-   class/id name them as navigation, unless they hold an ``article`` or ``main``,
-   hidden elements (``hidden``, ``display: none``, ``visibility: hidden``), comments,
-   empty ``noscript``). Not hidden: ``aria-hidden`` (it hides from assistive technology,
-   not from view; product drawers, accordions and size guides carry it while holding the
-   page's text), a tab panel (``role="tabpanel"``: the reader opens it with its tab, as
-   with a code sample's other languages) and ``hidden="until-found"`` (the browser shows
-   it to find-in-page); the labeller decides, as it does for an ``aside`` inside the
-   article. Content that
-   a page streams in (React's streaming server rendering: ``<div hidden id="S:n">``
-   segments that its runtime moves into the ``<template id="B:n">`` or ``"P:n"``
-   placeholder) is hidden only until the page's script runs: it is walked at its
-   placeholder, where the reader sees it, or where it lies if the walk never reached
-   its placeholder (``_Walker.place_segments``); a boundary's fallback (``Loading``, a
-   skeleton) goes when its content is placed, as the script removes it;
+   class/id name them as navigation (unless they hold the title, an ``article`` or
+   ``main``), hidden elements (``hidden``, ``display: none``, ``visibility: hidden``),
+   comments, empty ``noscript``). Not hidden: ``aria-hidden`` (it hides from assistive
+   technology, not from view; product drawers, accordions and size guides carry it while
+   holding the page's text), a tab panel (``role="tabpanel"``: the reader opens it with
+   its tab, as with a code sample's other languages) and ``hidden="until-found"`` (the
+   browser shows it to find-in-page); the labeller decides, as it does for an ``aside``
+   inside the article. Content that a page streams in (React's streaming server
+   rendering: ``<div hidden id="S:n">`` segments that its runtime moves into the
+   ``<template id="B:n">`` or ``"P:n"`` placeholder) is hidden only until the page's
+   script runs: it is walked at its placeholder, where the reader sees it, or where it
+   lies if the walk never reached its placeholder (``_Walker.place_segments``); a
+   boundary's fallback (``Loading``, a skeleton) goes when its content is placed, as the
+   script removes it;
 2. segmentation: block-level elements whose content is all inline become blocks; runs of
    inline content and loose text between blocks become blocks wrapped in ``<p>``; data
    tables, content lists, ``pre``, ``math`` and ``figure`` stay whole; layout tables and
