@@ -392,7 +392,7 @@ class _Walker:
     def _navigation_region(self, node: LexborNode) -> bool:
         """An element whose class/id names navigation: not where the page's text is, nor
         around its title, its article or its main region."""
-        if node.tag == "h1" or self._holds(node, "h1") or self._holds(node, "article, main"):
+        if node.tag == "h1" or self._holds(node, "h1, article, main"):
             return False
         if self._body_text_len is None:
             text = self.root.text(deep=True) if self.root is not None else ""
