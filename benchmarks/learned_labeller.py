@@ -130,8 +130,7 @@ def cv_run(
         rule, rule_check = fit_second_opinion(report.results, seed)
         report.results.extend(with_second_opinion(report.results, rule))
         print(f"second opinion {rule}; fitted on half the sites, gain on the other half:")
-        for check in rule_check["held_out_halves"]:
-            print(f"  {check}")
+        print(f"  {rule_check}")
         result = report.to_json()
         result["second_opinion"] = rule_check
         print(f"grouped CV, seed {seed}, {report.seconds:.0f} s; pages {result['pages']}")

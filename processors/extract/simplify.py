@@ -8,10 +8,11 @@ The walk (paper, Appendix I) does, in one pass over a lexbor tree:
    ``main``), hidden elements (``hidden``, ``display: none``, ``visibility: hidden``),
    comments, empty ``noscript``). Not hidden: ``aria-hidden`` (it hides from assistive
    technology, not from view; product drawers, accordions and size guides carry it while
-   holding the page's text), a tab panel (``role="tabpanel"``: the reader opens it with
-   its tab, as with a code sample's other languages) and ``hidden="until-found"`` (the
-   browser shows it to find-in-page); the labeller decides, as it does for an ``aside``
-   inside the article. Content that a page streams in (React's streaming server
+   holding the page's text), what the reader opens with a click (a tab panel,
+   ``role="tabpanel"``, as with a code sample's other languages; an element whose id an
+   ``aria-controls`` names, as with an accordion's answers) and ``hidden="until-found"``
+   (the browser shows it to find-in-page); the labeller decides, as it does for an
+   ``aside`` inside the article. Content that a page streams in (React's streaming server
    rendering: ``<div hidden id="S:n">`` segments that its runtime moves into the
    ``<template id="B:n">`` or ``"P:n"`` placeholder) is hidden only until the page's
    script runs: it is walked at its placeholder, where the reader sees it, or where it
@@ -295,6 +296,7 @@ class _Walker:
         self.config = config
         self.root = root
         self._holders: dict[str, set[int]] = {}
+        self._controlled: set[str] | None = None  # ids named by an aria-controls, when needed
         self._body_text_len: int | None = None  # read when first needed
         self._nav_names = _NAV_NAMES.setdefault(config.nav_words, {})
         if len(self._nav_names) > _NAV_NAMES_LIMIT:  # bounded; pages repeat the same pairs
@@ -375,9 +377,12 @@ class _Walker:
             return False
         tab = attributes.get("role") == "tabpanel"  # hidden until a click on its tab
         if "hidden" in attributes and not tab and attributes["hidden"] != "until-found":
-            return node.mem_id != self._placing and not self._left_unplaced(attributes)
+            if node.mem_id == self._placing or self._left_unplaced(attributes):
+                return False
+            if not self._disclosed(attributes):
+                return True
         style = attributes.get("style")
-        if style and not tab and _HIDDEN_STYLE.search(style):
+        if style and not tab and _HIDDEN_STYLE.search(style) and not self._disclosed(attributes):
             return True
         if attributes.get("type") == "hidden":
             return True
@@ -388,6 +393,18 @@ class _Walker:
         if named is None:
             named = self._nav_names[names] = _names_navigation(*names, config.nav_words)
         return named and self._navigation_region(node)
+
+    def _disclosed(self, attributes: dict[str, str | None]) -> bool:
+        """Whether a control on the page opens the element: its id is named by an
+        ``aria-controls`` (an accordion's answer, a "read more" panel)."""
+        element_id = attributes.get("id")
+        if not element_id:
+            return False
+        if self._controlled is None:
+            self._controlled = set()
+            for control in self.root.css("[aria-controls]") if self.root is not None else ():
+                self._controlled.update((control.attributes.get("aria-controls") or "").split())
+        return element_id in self._controlled
 
     def _navigation_region(self, node: LexborNode) -> bool:
         """An element whose class/id names navigation: not where the page's text is, nor

@@ -31,8 +31,9 @@ model file (``SecondOpinion``: below ``replace_below`` the fallback's Markdown i
 preferred, below ``compare_below`` it must be ``longer_ratio`` times longer) and fitted by
 ``training.train.fit_second_opinion`` on out-of-fold pages, on that mode's output,
 within a budget of pages that may ask (``training.train.MAX_ASKED``), so that it costs little
-time. ``second_opinion=False`` (``LearnedOptions``) turns it off (one fallback run fewer
-per unsure page).
+time, and only where fitting it gains on sites it was not fitted on (a model file may
+carry no rule: no page asks). ``second_opinion=False`` (``LearnedOptions``) turns it off
+(one fallback run fewer per unsure page).
 
 Routing: with ``min_confidence`` (``LearnedOptions``; None: no floor) a page below it
 gets no labels but ``failure="low_confidence"`` (its confidence still set), so the

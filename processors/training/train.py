@@ -84,6 +84,9 @@ MIN_LEAD = 0.002
 # The share of pages the second-opinion rule may ask trafilatura about: each costs a run
 # of its fast mode (several times the path's own time on a page).
 MAX_ASKED = 0.05
+# Random halvings of the sites on which fitting the second-opinion rule is checked: fitted
+# on one half, scored on the other (fit_second_opinion).
+RULE_SPLITS = 10
 GOOD_F1 = 0.8  # a page is "good" (confidence target) at WCXB word F1 >= this
 PARAMS: dict[str, Any] = {
     "objective": "binary",
@@ -667,6 +670,20 @@ SECOND_OPINION_GRID = [NEVER_ASK] + [
 ]
 
 
+def _best_rule(triples: Sequence[_Triple], max_asked: float) -> SecondOpinion:
+    return max(SECOND_OPINION_GRID, key=lambda rule: _rule_value(triples, rule, max_asked))
+
+
+def _group_gains(triples: Sequence[_Triple], rule: SecondOpinion) -> dict[str, float]:
+    """Per target group, the mean over its pages of the page score with the rule applied
+    minus ours alone."""
+    gains: dict[str, list[float]] = defaultdict(list)
+    for learned, second, _fallback in triples:
+        chosen = second if _second_opinion_wins(learned, second, rule) else learned
+        gains[_target_group(learned)].append(_page_score(chosen) - _page_score(learned))
+    return {group: sum(values) / len(values) for group, values in gains.items()}
+
+
 def fit_second_opinion(
     results: Sequence[PageResult], seed: int = 0, max_asked: float = MAX_ASKED
 ) -> tuple[SecondOpinion, dict[str, Any]]:
@@ -675,28 +692,32 @@ def fit_second_opinion(
     file), among the rules asking on at most ``max_asked`` of the pages: of those keeping
     every group ``MIN_LEAD`` ahead of the fallback extractor, the one with the largest
     mean lead; if none does, the one whose weakest group is furthest ahead
-    (``_rule_value``). Also a check on held-out sites: fitted on half the sites, the gain
-    per file on the other half."""
+    (``_rule_value``).
+
+    The rule ships only if fitting it pays on sites it was not fitted on: fitted on half
+    the sites and applied to the other half (``RULE_SPLITS`` random halvings, both ways),
+    its gain over our own result, averaged per group and then over the groups, must be
+    positive; else ``NEVER_ASK``. The check (the fitted rule, each group's held-out gain,
+    whether it ships) comes with it."""
     triples = _triples(results)
-    rule = max(SECOND_OPINION_GRID, key=lambda r: _rule_value(triples, r, max_asked))
-    groups = sorted({learned.group for learned, *_ in triples})
-    random.Random(seed).shuffle(groups)
-    checks = []
-    for half in (set(groups[: len(groups) // 2]), set(groups[len(groups) // 2 :])):
-        fit_part = [triple for triple in triples if triple[0].group in half]
-        test_part = [triple for triple in triples if triple[0].group not in half]
-        fitted = max(SECOND_OPINION_GRID, key=lambda r: _rule_value(fit_part, r, max_asked))
-        gains: dict[str, list[float]] = defaultdict(list)
-        for learned, second, _fallback in test_part:
-            chosen = second if _second_opinion_wins(learned, second, fitted) else learned
-            gains[learned.file].append(_page_score(chosen) - _page_score(learned))
-        checks.append(
-            {
-                "rule": fitted._asdict(),
-                "gain": {file: sum(g) / len(g) for file, g in sorted(gains.items())},
-            }
+    fitted = _best_rule(triples, max_asked)
+    sites = sorted({learned.group for learned, *_ in triples})
+    rng = random.Random(seed)
+    gains: dict[str, list[float]] = defaultdict(list)
+    for _ in range(RULE_SPLITS if fitted != NEVER_ASK else 0):
+        rng.shuffle(sites)
+        half = set(sites[: len(sites) // 2])
+        parts = (
+            [triple for triple in triples if triple[0].group in half],
+            [triple for triple in triples if triple[0].group not in half],
         )
-    return rule, {"rule": rule._asdict(), "held_out_halves": checks}
+        for fit_part, test_part in (parts, parts[::-1]):
+            for group, gain in _group_gains(test_part, _best_rule(fit_part, max_asked)).items():
+                gains[group].append(gain)
+    held_out = {group: sum(values) / len(values) for group, values in sorted(gains.items())}
+    pays = bool(held_out) and sum(held_out.values()) / len(held_out) > 0
+    check = {"rule": fitted._asdict(), "held_out_gain": held_out, "ships": pays}
+    return (fitted if pays else NEVER_ASK), check
 
 
 def with_second_opinion(results: Sequence[PageResult], rule: SecondOpinion) -> list[PageResult]:
@@ -753,7 +774,7 @@ def train(
     blocks = sum(len(page.y) for page in pages)
     main = sum(float(page.y.sum()) for page in pages)
     model.calibration = calibration
-    model.second_opinion = rule
+    model.second_opinion = None if rule == NEVER_ASK else rule
     model.meta = {
         "seed": seed,
         "trees": num_trees,

@@ -181,6 +181,27 @@ def test_tab_panels_and_until_found_content_are_not_hidden() -> None:
     assert "Plainly hidden." not in text
 
 
+def test_a_panel_that_a_control_opens_is_not_hidden() -> None:
+    """An accordion's answer, hidden until its question is clicked, is named by the
+    question's ``aria-controls``: it is content. A hidden element no control names, or a
+    navigation-named one that a control opens (a mobile menu), still goes."""
+    page = (
+        "<body><main><h1>Questions</h1>"
+        "<h3><span aria-controls='a1 a2'>How long does it take?</span></h3>"
+        "<div id='a1' style='display: none'><p>Six weeks of evening classes.</p></div>"
+        "<div id='a2' hidden><p>Each class is two hours.</p></div>"
+        "<div id='a3' style='display:none'><p>Nobody opens this.</p></div>"
+        "<span aria-controls='mobile-menu'>Menu</span>"
+        "<div id='mobile-menu' class='menu' style='display:none'><a href='/'>Home</a></div>"
+        "</main></body>"
+    )
+    text = " ".join(_text_of(block) for block in simplify(page).mapping_blocks)
+    assert "Six weeks of evening classes." in text
+    assert "Each class is two hours." in text
+    assert "Nobody opens this." not in text
+    assert "Home" not in text
+
+
 def test_simplified_whitespace_is_collapsed_but_mapping_keeps_it() -> None:
     document = simplify("<p>one   two\n\n   three</p>")
     assert "one two three" in document.simplified_blocks[0]
