@@ -633,14 +633,17 @@ def _target_group(result: PageResult) -> str:
     return result.page_type if result.file == "wcxb_dev" else result.file
 
 
-def _group_leads(triples: Sequence[_Triple], rule: SecondOpinion) -> list[float]:
+def _group_gains(
+    triples: Sequence[_Triple], rule: SecondOpinion, over_fallback: bool = False
+) -> dict[str, float]:
     """Per target group, the mean over its pages of the page score with the rule applied
-    minus the fallback's."""
-    leads: dict[str, list[float]] = defaultdict(list)
+    minus ours alone (``over_fallback``: minus the fallback's, the group's lead)."""
+    gains: dict[str, list[float]] = defaultdict(list)
     for learned, second, fallback in triples:
         chosen = second if _second_opinion_wins(learned, second, rule) else learned
-        leads[_target_group(learned)].append(_page_score(chosen) - _page_score(fallback))
-    return [sum(values) / len(values) for values in leads.values()]
+        base = fallback if over_fallback else learned
+        gains[_target_group(learned)].append(_page_score(chosen) - _page_score(base))
+    return {group: sum(values) / len(values) for group, values in gains.items()}
 
 
 def _rule_value(
@@ -655,7 +658,7 @@ def _rule_value(
     asked = sum(rule.ratio(learned.raw_confidence or 0.0) is not None for learned, *_ in triples)
     if asked > max_asked * len(triples):
         return -1, -asked
-    leads = _group_leads(triples, rule)
+    leads = list(_group_gains(triples, rule, over_fallback=True).values())
     if min(leads) >= MIN_LEAD:
         return 1, sum(leads) / len(leads)
     return 0, min(leads)
@@ -672,16 +675,6 @@ SECOND_OPINION_GRID = [NEVER_ASK] + [
 
 def _best_rule(triples: Sequence[_Triple], max_asked: float) -> SecondOpinion:
     return max(SECOND_OPINION_GRID, key=lambda rule: _rule_value(triples, rule, max_asked))
-
-
-def _group_gains(triples: Sequence[_Triple], rule: SecondOpinion) -> dict[str, float]:
-    """Per target group, the mean over its pages of the page score with the rule applied
-    minus ours alone."""
-    gains: dict[str, list[float]] = defaultdict(list)
-    for learned, second, _fallback in triples:
-        chosen = second if _second_opinion_wins(learned, second, rule) else learned
-        gains[_target_group(learned)].append(_page_score(chosen) - _page_score(learned))
-    return {group: sum(values) / len(values) for group, values in gains.items()}
 
 
 def fit_second_opinion(
