@@ -23,9 +23,11 @@ Feature groups (``FEATURE_NAMES`` lists them in column order):
   text-weighted link share and text over windows of 3 and 7 blocks;
 * containers: blocks, text and link share under the parent and grandparent container
   (share of the page), how often the parent's class string repeats on the page (cards of
-  listings / collections), same-tag siblings; the readability-style best container (text-
-  rich, link-poor blocks vote for their ancestors with decaying weight): inside it or not,
-  its share of the page text;
+  listings / collections), same-tag siblings; the card the block sits in (a container
+  whose tag / class path recurs on the page: how often, its blocks per card, the text and
+  link share of all its copies, whether it is the page's largest card group); the
+  readability-style best container (text-rich, link-poor blocks vote for their ancestors
+  with decaying weight): inside it or not, its share of the page text;
 * page context (the same for every block of a page; page-type signals): block count, text
   length, link share, shares of list items / table cells / headings / link-dominated
   blocks, currency symbols, ``article`` / ``main`` present, the block's text matching the
@@ -55,8 +57,10 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from dripstream.processors.extract.page_hints import HINTS
 
-FEATURE_VERSION = 4  # 3: the context pass (model files carry its booster); 4: signatures
+FEATURE_VERSION = 5  # 3: the context pass (model files carry its booster); 4: signatures; 5: cards
 _HINT_SET = frozenset(HINTS)
+
+_CARD_MIN = 3  # a card's tag / class path recurs at least this often on the page
 
 _TAG_LIST = (
     "p div span a li ul ol dl dt dd h1 h2 h3 h4 h5 h6 table tr td th tbody thead pre code "
@@ -135,6 +139,11 @@ _SCALAR_NAMES = [
     "grand_link_share",
     "parent_class_repeat",
     "same_tag_siblings",
+    "card_repeat",
+    "card_blocks",
+    "card_text_share",
+    "card_link_share",
+    "card_top",
     "in_best",
     "best_text_share",
     "best_depth_delta",
@@ -238,6 +247,27 @@ _LUT[[ord(c) for c in ".,;:!?。，、；：！？"]] = _PUNCT
 _LUT[[ord(c) for c in "$€£¥₹"]] = _CURRENCY
 _LUT[: ord(" ") + 1] = _INVISIBLE
 _LUT[[0xA0, 0x3000, 0x200B, 0xFEFF]] = _INVISIBLE
+
+
+def _cards(c_path: list[int], c_parent: list[int], sub_blocks: list[float]) -> list[int]:
+    """Per container, the path code of the card it sits in (-1: none). A card is a
+    container whose tag / class path recurs at least ``_CARD_MIN`` times on the page and
+    holds two blocks or more on average (a grid's products, a thread's posts; a menu's
+    one-link items are not cards); of nested cards, the most repeated one counts, the outer
+    one on a tie."""
+    count: dict[int, int] = {}
+    blocks: dict[int, float] = {}
+    for c, path in enumerate(c_path):
+        count[path] = count.get(path, 0) + 1
+        blocks[path] = blocks.get(path, 0.0) + sub_blocks[c]
+    card = [-1] * len(c_path)
+    for c, path in enumerate(c_path):
+        p = c_parent[c]
+        outer = card[p] if p >= 0 else -1
+        n = count[path]
+        is_card = n >= _CARD_MIN and blocks[path] >= 2 * n
+        card[c] = path if is_card and (outer < 0 or n > count[outer]) else outer
+    return card
 
 
 def _char_stats(text: str, n: int, full: bool = True) -> tuple[np.ndarray, ...]:
@@ -458,6 +488,33 @@ def block_features(
     if best >= 0:
         for c in range(best, n_cont):
             under_best[c] = c == best or (c_parent[c] >= 0 and under_best[c_parent[c]])
+    # -- cards: per block, the repeated container it sits in, and that card's group -------
+    card_of = _cards(c_path, c_parent, sub_blocks)
+    group_count: dict[int, float] = {}
+    group_blocks: dict[int, float] = {}
+    group_text: dict[int, float] = {}
+    group_link: dict[int, float] = {}
+    for c in range(n_cont):
+        if card_of[c] == c_path[c]:  # a card itself (nested inner ones carry the outer code)
+            path = c_path[c]
+            group_count[path] = group_count.get(path, 0.0) + 1
+            group_blocks[path] = group_blocks.get(path, 0.0) + sub_blocks[c]
+            group_text[path] = group_text.get(path, 0.0) + sub_text[c]
+            group_link[path] = group_link.get(path, 0.0) + sub_link[c]
+    top_card = max(group_text, key=group_text.__getitem__, default=-1)
+    group_row: dict[int, tuple[float, float, float, float, float]] = {}
+    for path, count in group_count.items():
+        text = group_text[path]
+        group_row[path] = (
+            float(np.log1p(count)),
+            group_blocks[path] / count,
+            text / total_text,
+            group_link[path] / text if text > 0 else 1.0,
+            float(path == top_card),
+        )
+    no_card = (0.0, 0.0, 0.0, 0.0, 0.0)
+    card_rows = [group_row.get(path, no_card) for path in card_of] + [no_card]
+    card_repeat, card_blocks, card_text, card_link, card_top = np.array(card_rows)[gather].T
     same_tag: dict[tuple[int, int], int] = {}
     parent_tag_keys = list(zip(parent_list, tag_list, strict=True))
     for key in parent_tag_keys:
@@ -517,6 +574,11 @@ def block_features(
         "grand_link_share": grand_link,
         "parent_class_repeat": class_repeat,
         "same_tag_siblings": same_tag_siblings,
+        "card_repeat": card_repeat,
+        "card_blocks": card_blocks,
+        "card_text_share": card_text,
+        "card_link_share": card_link,
+        "card_top": card_top,
         "in_best": in_best,
         "best_text_share": sub_text[best] / total_text if best >= 0 else 0.0,
         "best_depth_delta": best_delta,

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import lzma
+import os
 import random
 import time
 from collections import defaultdict
@@ -439,15 +440,19 @@ def baseline_results(
     if cache_path is not None and cache_path.exists():
         cache = json.loads(cache_path.read_text())
     results = []
+    computed = False
     for page in pages:
         outputs = cache.setdefault(f"{page.file}/{page.id}", {})
         for name in extractors:
             if name not in outputs:
                 outputs[name] = baseline_markdown(name, page.row["html"], page.row.get("url"))
+                computed = True
             results.append(_score(page, name, outputs[name], rouge))
-    if cache_path is not None:
+    if cache_path is not None and computed:  # replaced whole: a reader never sees half a file
         cache_path.parent.mkdir(parents=True, exist_ok=True)
-        cache_path.write_text(json.dumps(cache))
+        partial = cache_path.with_name(f".{cache_path.name}.{os.getpid()}")
+        partial.write_text(json.dumps(cache))
+        partial.replace(cache_path)
     return results
 
 

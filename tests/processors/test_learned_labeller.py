@@ -226,6 +226,32 @@ def test_blocks_of_one_tag_and_class_path_share_a_signature_whatever_their_numbe
     assert len({signature[0], signature[2], signature[4], signature[5]}) == 4
 
 
+def test_a_block_in_a_repeated_card_knows_the_cards_group() -> None:
+    cards = "".join(
+        f'<li class="product-{i}"><p _item_id="{2 * i + 2}">name {i}</p>'
+        f'<p _item_id="{2 * i + 3}">$1{i}.00</p></li>'
+        for i in range(4)
+    )
+    menu = "".join(f'<li class="menu"><a _item_id="{i + 10}">m</a></li>' for i in range(3))
+    html = f'<p _item_id="1">intro</p><ul class="grid">{cards}</ul><ul>{menu}</ul>'
+    blocks = ["<p>intro</p>"]
+    for i in range(4):
+        blocks += [f"<p>name {i}</p>", f"<p>$1{i}.00</p>"]
+    blocks += ['<a href="/">m</a>'] * 3
+    X = block_features(html, blocks).matrix
+    column = {name: X[:, FEATURE_NAMES.index(name)] for name in FEATURE_NAMES}
+    assert column["card_repeat"][1:9] == pytest.approx([np.log1p(4)] * 8)
+    assert column["card_blocks"][1:9] == pytest.approx([2.0] * 8)
+    assert column["card_top"][1:9].tolist() == [1.0] * 8
+    text = sum(len(f"name{i}$1{i}.00") for i in range(4))  # visible characters
+    total = text + len("intro") + 3
+    assert column["card_text_share"][1] == pytest.approx(text / total)
+    assert column["card_link_share"][1] == 0.0
+    # the intro sits in no card; a menu's one-link items are not cards
+    for name in ("card_repeat", "card_blocks", "card_top"):
+        assert column[name][0] == 0.0 and column[name][9:].tolist() == [0.0] * 3
+
+
 def test_block_features_place_each_block_under_its_containers(page: SimplifiedPage) -> None:
     features = block_features(page.simplified_html, page.mapping_blocks, page.title)
     assert np.array_equal(

@@ -3,6 +3,9 @@ and its Markdown replaces ours only where the rule in the model file prefers it.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import msgspec
 import pytest
 import trafilatura
@@ -23,7 +26,10 @@ from dripstream.processors.training.train import (
     NEVER_ASK,
     SECOND_OPINION_BASELINE,
     PageResult,
+    baseline_results,
     fit_second_opinion,
+    load_rows,
+    prepare_pages,
     with_second_opinion,
 )
 from dripstream.topics.records import (
@@ -269,3 +275,16 @@ def test_the_rule_keeps_groups_ahead_of_the_full_fallback_not_of_the_second_opin
     assert rule.ratio(0.85) is not None and rule.ratio(0.97) is None
     served = with_second_opinion(fast_only + with_full, rule)
     assert {r.word_f1 for r in served if r.id.endswith("-0")} == {0.8, 0.85}  # the fast runs
+
+
+def test_baseline_outputs_are_cached_and_the_cache_is_only_ever_replaced_whole(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    pages = prepare_pages(load_rows(data_dir / "articles_dev.jsonl")[:2], "articles_dev")
+    first = baseline_results(pages, True, tmp_path, (SECOND_OPINION_BASELINE,))
+    cache = tmp_path / "baselines.json"
+    written = cache.stat().st_mtime_ns
+    assert baseline_results(pages, True, tmp_path, (SECOND_OPINION_BASELINE,)) == first
+    assert cache.stat().st_mtime_ns == written  # nothing new to cache: left as it was
+    assert [path.name for path in tmp_path.iterdir()] == ["baselines.json"]
+    assert len(json.loads(cache.read_text())) == 2
