@@ -63,13 +63,13 @@ def cache(data: str, path: Path) -> None:
         model = fit_model(_held_out_training(pages, test), 0, NUM_TREES)
         for page in test:
             record = derive_page(page.row) if len(page.y) else None
-            p = model.predict(page.features()) if len(page.y) else np.zeros(0)
+            p = np.array(model.predict(page.page_features) if len(page.y) else [])
             out[(page.file, page.id)] = {
                 "file": page.file,
                 "group": page.page_type if page.file == "wcxb_dev" else page.file,
                 "p": p,
                 "words": np.expm1(page.X[:, _LOG_WORDS]) + 1.0,
-                "raw": raw_confidence(p, page.X) if len(p) else None,
+                "raw": raw_confidence(list(p), page.page_features.matrix) if len(p) else None,
                 "mapping": record["mapping_blocks"] if record else [],
                 "url": page.row.get("url"),
                 "gold": page.row.get("gold_markdown_or_text") or "",

@@ -39,6 +39,7 @@ import importlib
 import logging
 import os
 import resource
+import select
 import socket
 import subprocess
 import sys
@@ -261,13 +262,20 @@ def _free_heap() -> int:
     return int(mallinfo2().fordblks)
 
 
+_status: tuple[int, int] | None = None  # (pid, fd of its /proc status), read again per page
+
+
 def _data_bytes() -> int:
-    """This process's data segment (what RLIMIT_DATA counts), from /proc."""
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmData:"):
-                return int(line.split()[1]) * 1024
-    return 0
+    """This process's data segment (what RLIMIT_DATA counts), from /proc (the file is
+    opened once per process and read again in place: a child reads it after every page)."""
+    global _status
+    if _status is None or _status[0] != os.getpid():  # a fork's inherited fd is its parent's
+        _status = (os.getpid(), os.open(f"/proc/{os.getpid()}/status", os.O_RDONLY))
+    status = os.pread(_status[1], 8192, 0)
+    start = status.find(b"VmData:")
+    if start < 0:
+        return 0
+    return int(status[start + 7 : status.index(b"\n", start)].split()[0]) * 1024
 
 
 def _fork_caller(memory_mib: int) -> bool:
@@ -300,11 +308,15 @@ class _ForkedZygote:
         return self.returncode
 
     def wait(self, timeout: float) -> int:
-        deadline = time.monotonic() + timeout
-        while self.poll() is None:
-            if time.monotonic() > deadline:
+        """Its exit code, waiting at most ``timeout`` (woken by its exit, not a poll)."""
+        if self.poll() is None:
+            exited = os.pidfd_open(self.pid)
+            try:
+                select.select([exited], [], [], timeout)
+            finally:
+                os.close(exited)
+            if self.poll() is None:
                 raise subprocess.TimeoutExpired("zygote", timeout)
-            time.sleep(0.01)
         return self.returncode  # type: ignore[return-value]
 
     def kill(self) -> None:
@@ -513,14 +525,19 @@ class Sandbox(Generic[C]):
     def _wait(self, connection: Connection, deadline: float) -> PageError | None:
         """None when a reply is ready; the error to record when the child timed out or
         died first."""
+        reply = select.poll()  # one poll object, not a selector per wait: a page's round trip
+        try:
+            reply.register(connection.fileno(), select.POLLIN)
+        except OSError:
+            return self._death()
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 return PageTimeout(f"page work exceeded {self.limits.timeout_s:g} s (killed)")
             try:
-                if connection.poll(min(left, 0.5)):
+                if reply.poll(min(left, 0.5) * 1000):
                     return None  # a reply, or the end of a child that died: recv tells
-            except (EOFError, OSError):
+            except OSError:
                 return self._death()
 
     def _death(self) -> PageError:

@@ -14,10 +14,10 @@ import ctypes
 import importlib.util
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
-import numpy as np
-
-_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}  # C_API_DTYPE_FLOAT32 / 64
+Buffer = Any  # an object with the buffer protocol (typing.Buffer from Python 3.12)
+_DTYPES = {"f": 0, "d": 1}  # C_API_DTYPE_FLOAT32 / 64, by buffer format
 _ROW_MAJOR = 1
 _PREDICT_NORMAL = 0  # probabilities, for a binary objective
 _ALL_ITERATIONS = -1
@@ -62,20 +62,32 @@ class Booster:
             )
         )
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        """The model's output (a probability, for a binary model) for every row of ``X``,
-        computed on one thread (``num_threads=1``, as the labeller always predicted)."""
-        if X.dtype not in _DTYPES:
-            X = X.astype(np.float32)
-        X = np.ascontiguousarray(X)
-        rows, columns = X.shape
-        out = np.empty(rows, dtype=np.float64)
+    def predict(self, matrix: Buffer, columns: int) -> list[float]:
+        """The model's output (a probability, for a binary model) for every row of
+        ``matrix``: a buffer of float32 or float64 values, row-major, ``columns`` per row
+        (an ``array.array``, a numpy array); computed on one thread
+        (``num_threads=1``, as the labeller always predicted)."""
+        view = memoryview(matrix)
+        dtype = _DTYPES.get(view.format)
+        if dtype is None:
+            raise BoosterError(f"a float32 or float64 matrix is needed, not {view.format!r}")
+        values = view.nbytes // view.itemsize
+        rows = values // columns if columns > 0 else 0
+        if columns <= 0 or rows * columns != values:
+            raise BoosterError(f"{values} values are not rows of {columns}")
+        if rows == 0:
+            return []
+        # a copy in C order (a strided view too): LightGBM reads it, nobody writes it
+        data = (ctypes.c_char * view.nbytes).from_buffer_copy(
+            view if view.c_contiguous else view.tobytes()
+        )
+        out = (ctypes.c_double * rows)()
         written = ctypes.c_int64(0)
         _check(
             _library().LGBM_BoosterPredictForMat(
                 self._handle,
-                X.ctypes.data_as(ctypes.c_void_p),
-                ctypes.c_int(_DTYPES[X.dtype]),
+                data,
+                ctypes.c_int(dtype),
                 ctypes.c_int32(rows),
                 ctypes.c_int32(columns),
                 ctypes.c_int(_ROW_MAJOR),
@@ -84,12 +96,12 @@ class Booster:
                 ctypes.c_int(_ALL_ITERATIONS),
                 ctypes.c_char_p(b"num_threads=1"),
                 ctypes.byref(written),
-                out.ctypes.data_as(ctypes.POINTER(ctypes.c_double)),
+                out,
             )
         )
         if written.value != rows:
             raise BoosterError(f"{written.value} predictions for {rows} rows")
-        return out
+        return list(out)
 
     def __del__(self) -> None:
         if getattr(self, "_handle", None) and self._handle.value:

@@ -4,7 +4,10 @@ One pass: the simplified page is parsed once (lexbor) and walked over its *conta
 only (the markup the simplifier kept around the blocks, the blocks' roots; never inside a
 block), which gives every block its ancestor chain; the block's text statistics come from
 its mapping HTML with a few C-level string operations (full text, not the truncated
-simplified text). Everything else is numpy over the page's block vectors.
+simplified text). Everything else is plain Python over the page's block lists (compiled),
+written into one float32 row-major matrix (``array``): serving imports no numpy. Sums of
+fractions add in numpy's order (``pairwise_sum``): every value equals, to the last bit,
+what the numpy implementation that trained the shipped boosters computed.
 
 Feature groups (``FEATURE_NAMES`` lists them in column order):
 
@@ -47,12 +50,13 @@ the generic class/id vocabularies below, and class/id tokens are hashed.
 
 from __future__ import annotations
 
+import math
 import re
 import zlib
+from array import array
 from collections.abc import Sequence
 from typing import NamedTuple
 
-import numpy as np
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from dripstream.processors.extract.page_hints import HINTS
@@ -240,15 +244,6 @@ def _walk(root: LexborNode) -> tuple[list[tuple], dict[int, tuple]]:
     return containers, found
 
 
-_DIGIT, _PUNCT, _CURRENCY, _INVISIBLE = 1, 2, 4, 8
-_LUT = np.zeros(0x10000, dtype=np.uint8)
-_LUT[ord("0") : ord("9") + 1] = _DIGIT
-_LUT[[ord(c) for c in ".,;:!?。，、；：！？"]] = _PUNCT
-_LUT[[ord(c) for c in "$€£¥₹"]] = _CURRENCY
-_LUT[: ord(" ") + 1] = _INVISIBLE
-_LUT[[0xA0, 0x3000, 0x200B, 0xFEFF]] = _INVISIBLE
-
-
 def _cards(c_path: list[int], c_parent: list[int], sub_blocks: list[float]) -> list[int]:
     """Per container, the path code of the card it sits in (-1: none). A card is a
     container whose tag / class path recurs at least ``_CARD_MIN`` times on the page and
@@ -270,34 +265,62 @@ def _cards(c_path: list[int], c_parent: list[int], sub_blocks: list[float]) -> l
     return card
 
 
-def _char_stats(text: str, n: int, full: bool = True) -> tuple[np.ndarray, ...]:
-    """Per block (blocks separated by NUL in ``text``): visible characters and, with
-    ``full``, words, digits, punctuation marks and currency symbols (numpy over the UTF-16
-    code units)."""
-    codes = np.frombuffer(text.encode("utf-16-le", "surrogatepass"), dtype=np.uint16)
-    # Block b runs from its NUL (none for the first) to the next; a NUL counts in no mask.
-    starts = np.concatenate(([0], np.flatnonzero(codes == 0)))
-    flags = _LUT.take(codes)
-    visible = (flags & _INVISIBLE) == 0
+def _char_stats(text: str, n: int, full: bool = True) -> list[list[float]]:
+    """Per block (blocks separated by NUL in ``text``): visible characters (UTF-16 code
+    units: a character outside the BMP counts twice) and, with ``full``, words (runs of
+    visible characters), digits, punctuation marks and currency symbols. Each character
+    becomes one class byte (``_CLASS`` over its UTF-8 lead byte; the non-ASCII members of
+    a class are first replaced by an ASCII one), so counting is bytes.count."""
+    data = text.encode("utf-8", "surrogatepass")
+    if not text.isascii():
+        for character in set(_SAME_CLASS_CHARACTER.findall(text)):
+            data = data.replace(character.encode("utf-8"), _SAME_CLASS[character])
+    visible = [0.0] * n
+    words = [0.0] * n
+    digits = [0.0] * n
+    punct = [0.0] * n
+    currency = [0.0] * n
+    for i, piece in enumerate(data.translate(_CLASS, _CONTINUATION).split(b"|")[:n]):
+        visible[i] = float(len(piece) - piece.count(b" ") + piece.count(b"y"))
+        if full:
+            runs = piece.translate(_ANY_VISIBLE)
+            words[i] = float(runs.count(b" x") + runs.startswith(b"x"))
+            digits[i] = float(piece.count(b"d"))
+            punct[i] = float(piece.count(b"p"))
+            currency[i] = float(piece.count(b"c"))
+    return [visible, words, digits, punct, currency] if full else [visible]
 
-    def count(mask: np.ndarray) -> np.ndarray:
-        out = np.zeros(n)
-        if len(mask):
-            sums = np.add.reduceat(mask, starts, dtype=np.int64)[:n]
-            out[: len(sums)] = sums
-        return out
 
-    if not full:
-        return (count(visible),)
-    word_start = visible.copy()
-    word_start[1:] &= ~visible[:-1]
-    return (
-        count(visible),
-        count(word_start),
-        count((flags & _DIGIT) > 0),
-        count((flags & _PUNCT) > 0),
-        count((flags & _CURRENCY) > 0),
+def _class_of(byte: int) -> int:
+    """The class of a UTF-8 byte (see ``_char_stats``): ``|`` NUL (between blocks), `` ``
+    invisible, ``d`` digit, ``p`` punctuation, ``c`` currency, ``y`` the lead byte of a
+    character outside the BMP, ``x`` any other visible character's (lead) byte."""
+    if byte == 0:
+        return ord("|")
+    if byte <= 0x20:
+        return ord(" ")
+    if ord("0") <= byte <= ord("9"):
+        return ord("d")
+    if chr(byte) in ".,;:!?":
+        return ord("p")
+    if byte == ord("$"):
+        return ord("c")
+    return ord("y") if 0xF0 <= byte <= 0xF7 else ord("x")
+
+
+_CLASS = bytes(_class_of(byte) for byte in range(256))
+_CONTINUATION = bytes(range(0x80, 0xC0))  # deleted: one class byte per character
+_ANY_VISIBLE = bytes.maketrans(b"ydpc", b"xxxx")
+_SAME_CLASS = {
+    character: same
+    for characters, same in (
+        ("\xa0\u3000\u200b\ufeff", b" "),  # no-break, ideographic, zero-width space; BOM
+        ("。，、；：！？", b"."),
+        ("€£¥₹", b"$"),
     )
+    for character in characters
+}
+_SAME_CLASS_CHARACTER = re.compile(f"[{''.join(_SAME_CLASS)}]")
 
 
 _LINK_JOINED = re.compile(r"<a\b[^>\x00]*>[^\x00]*?</a>", re.IGNORECASE)
@@ -305,15 +328,21 @@ _TAG_JOINED = re.compile(r"<[^>\x00]*>")
 
 
 class PageFeatures(NamedTuple):
-    """A page's feature matrix and where each block sits: the index of its parent and
-    grandparent container (-1: none) and its signature (a code shared by the blocks of one
-    tag / class path from the root, numbers in class and id left out; -1: unplaced), which
-    the context pass averages over."""
+    """A page's feature matrix (``rows`` x ``N_FEATURES`` float32, row-major: the buffer
+    the booster reads) and where each block sits: the index of its parent and grandparent
+    container (-1: none) and its signature (a code shared by the blocks of one tag / class
+    path from the root, numbers in class and id left out; -1: unplaced), which the
+    context pass averages over."""
 
-    matrix: np.ndarray
-    parent: np.ndarray
-    grandparent: np.ndarray
-    signature: np.ndarray
+    matrix: array
+    parent: list[int]
+    grandparent: list[int]
+    signature: list[int]
+
+
+def float32_matrix(rows: int, columns: int) -> array:
+    """A zero float32 matrix, row-major."""
+    return array("f", bytes(4 * rows * columns))
 
 
 def page_features(
@@ -321,10 +350,39 @@ def page_features(
     mapping_blocks: Sequence[str],
     title: str = "",
     hints: Sequence[str] = (),
-) -> np.ndarray:
-    """Feature matrix of one page: one row per block, ``N_FEATURES`` float32 columns;
-    ``hints`` are the page's ``dripstream.processors.extract.page_hints`` names."""
+) -> array:
+    """Feature matrix of one page: one row per block, ``N_FEATURES`` float32 columns,
+    row-major; ``hints`` are the page's ``dripstream.processors.extract.page_hints`` names."""
     return block_features(simplified_html, mapping_blocks, title, hints).matrix
+
+
+def pairwise_sum(values: Sequence[float], start: int = 0, count: int = -1) -> float:
+    """The sum of ``values[start:start + count]`` (all: -1) added in pairs, eight running
+    sums per run of 128 (how numpy sums an array: its rounding, to the last bit)."""
+    if count < 0:
+        count = len(values) - start
+    if count == 0:
+        return 0.0
+    if count < 8:
+        total = -0.0
+        for i in range(start, start + count):
+            total += values[i]
+        return total
+    if count <= 128:
+        r = [values[start + j] for j in range(8)]
+        i = 8
+        while i < count - count % 8:
+            for j in range(8):
+                r[j] += values[start + i + j]
+            i += 8
+        total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        while i < count:
+            total += values[start + i]
+            i += 1
+        return total
+    half = count // 2
+    half -= half % 8
+    return pairwise_sum(values, start, half) + pairwise_sum(values, start + half, count - half)
 
 
 def block_features(
@@ -335,20 +393,19 @@ def block_features(
 ) -> PageFeatures:
     """``page_features`` with each block's parent and grandparent container."""
     n = len(mapping_blocks)
-    X = np.zeros((n, N_FEATURES), dtype=np.float32)
     if n == 0:
-        none = np.zeros(0, dtype=np.int64)
-        return PageFeatures(X, none, none, none)
+        return PageFeatures(float32_matrix(0, N_FEATURES), [], [], [])
     tree = LexborHTMLParser(simplified_html)
     root = tree.body or tree.root
     raw_containers, found = _walk(root) if root is not None else ([], {})
     n_cont = len(raw_containers)
+    matrix = float32_matrix(n, N_FEATURES)
 
     # -- containers: cumulative ancestor properties, parents first -----------------------
-    c_parent = [c[2] for c in raw_containers]
-    c_tag = [c[0] for c in raw_containers]
-    c_key = [c[1] for c in raw_containers]
-    c_depth = [c[3] for c in raw_containers]
+    c_parent: list[int] = [c[2] for c in raw_containers]
+    c_tag: list[str] = [c[0] for c in raw_containers]
+    c_key: list[str] = [c[1] for c in raw_containers]
+    c_depth: list[int] = [c[3] for c in raw_containers]
     c_neg = [0] * n_cont
     c_pos = [0] * n_cont
     c_article = [False] * n_cont
@@ -379,27 +436,22 @@ def block_features(
     # -- block text statistics from the mapping branch, on the joined page ---------------
     joined = "\x00".join(mapping_blocks)
     text_len, words, digits, punct, currency = _char_stats(_TAG_JOINED.sub(" ", joined), n)
+    link_len = [0.0] * n
     if "<a" in joined:
-        nonlink = _TAG_JOINED.sub(" ", _LINK_JOINED.sub(" ", joined))
-        link_len = np.maximum(text_len - _char_stats(nonlink, n, full=False)[0], 0.0)
-    else:
-        link_len = np.zeros(n)
-    col = _COL
-    rows_hash: list[int] = []
-    cols_hash: list[int] = []
+        nonlink = _char_stats(_TAG_JOINED.sub(" ", _LINK_JOINED.sub(" ", joined)), n, False)[0]
+        link_len = [max(text_len[i] - nonlink[i], 0.0) for i in range(n)]
     inner_negative = [0] * n
     for i, block in enumerate(mapping_blocks):
         if ' class="' in block:
             _own, inner, _anc, inner_negative[i], _positive = _class_info(
                 " ".join(_CLASS_RE.findall(block))
             )
-            rows_hash.extend([i] * len(inner))
-            cols_hash.extend(inner)
+            _add_tokens(matrix, i, inner)
 
     # -- blocks in the simplified tree: tag path and class words ------------------------
-    tag_list = [0] * n
-    parent_list = [-1] * n
-    signature_list = [-1] * n
+    tags = [0] * n
+    parents = [-1] * n
+    signature = [-1] * n
     paths: dict[tuple[int, str, str], int] = {}  # (parent's path, tag, class/id) -> code
     c_path = [0] * n_cont
     for c in range(n_cont):
@@ -412,49 +464,38 @@ def block_features(
         i = item - 1
         if not 0 <= i < n:
             continue
-        tag_list[i] = TAG_CODES.get(tag, 0)
-        parent_list[i] = parent
+        tags[i] = TAG_CODES.get(tag, 0)
+        parents[i] = parent
         step = (c_path[parent] if parent >= 0 else -1, tag, _without_digits(names))
-        signature_list[i] = paths.setdefault(step, len(paths))
+        signature[i] = paths.setdefault(step, len(paths))
         if names:
             own, _inner, _anc, own_negative[i], own_positive[i] = _class_info(names)
-            rows_hash.extend([i] * len(own))
-            cols_hash.extend(own)
+            _add_tokens(matrix, i, own)
         if parent >= 0:
-            anc = c_cols[parent]
-            rows_hash.extend([i] * len(anc))
-            cols_hash.extend(anc)
-    tags = np.array(tag_list, dtype=np.int32)
-    parents = np.array(parent_list, dtype=np.int64)
-    has_parent = parents >= 0
-    gather = np.where(has_parent, parents, n_cont)  # index n_cont: the "no parent" row
+            _add_tokens(matrix, i, c_cols[parent])
+    grandparents = [c_parent[p] if p >= 0 else -1 for p in parents]
 
-    def per_block(values: list, default: float = 0.0) -> np.ndarray:
-        return np.array([*values, default], dtype=float)[gather]
+    def per_block(values: Sequence[float], default: float = 0.0) -> list[float]:
+        """Of a per-container value, the value of each block's parent (else ``default``)."""
+        return [float(values[p]) if p >= 0 else default for p in parents]
 
-    anc_negative = per_block(c_neg)
-    anc_positive = per_block(c_pos)
-    in_article = per_block(c_article)
-    in_cell = per_block(c_cell)
-    depth = per_block(c_depth)
+    def per_grand(values: Sequence[float], default: float = 0.0) -> list[float]:
+        return [float(values[g]) if g >= 0 else default for g in grandparents]
+
     c_tag_code = [TAG_CODES.get(tag, 0) for tag in c_tag]
-    parent_tag = per_block(c_tag_code)
-    grand_tag = per_block([c_tag_code[p] if p >= 0 else 0 for p in c_parent])
-    class_repeat = per_block([key_count.get(key, 0) if key else 0 for key in c_key])
-    title_match = np.zeros(n)
+    heading = [TAG_CODES["h1"] <= tag <= TAG_CODES["h6"] for tag in tags]
+    title_match = [0.0] * n
     if title:
         title_words = set(title.lower().split())
-        for i in np.flatnonzero((tags >= TAG_CODES["h1"]) & (tags <= TAG_CODES["h6"])).tolist():
-            block_words = set(_TAG_JOINED.sub(" ", mapping_blocks[i]).lower().split())
-            union = title_words | block_words
-            title_match[i] = len(block_words & title_words) / len(union) if union else 0.0
-    if rows_hash:
-        flat = np.array(rows_hash) * N_FEATURES + np.array(cols_hash)
-        X += np.bincount(flat, minlength=n * N_FEATURES).reshape(n, N_FEATURES)
+        for i in range(n):
+            if heading[i]:
+                block_words = set(_TAG_JOINED.sub(" ", mapping_blocks[i]).lower().split())
+                union = title_words | block_words
+                title_match[i] = len(block_words & title_words) / len(union) if union else 0.0
 
-    total_text = float(text_len.sum()) or 1.0
-    link_share = np.divide(link_len, text_len, out=np.ones(n), where=text_len > 0)
-    log_text = np.log1p(text_len)
+    total_text = sum(text_len) or 1.0  # whole numbers: exact in any order
+    link_share = [link_len[i] / text_len[i] if text_len[i] > 0 else 1.0 for i in range(n)]
+    log_text = [math.log1p(value) for value in text_len]
 
     # -- container aggregates (subtree sums) and the best container ----------------------
     sub_blocks = [0.0] * n_cont
@@ -462,20 +503,24 @@ def block_features(
     sub_link = [0.0] * n_cont
     score = [0.0] * n_cont
     if n_cont:
-        direct = parents[has_parent]
-        sub_blocks = np.bincount(direct, minlength=n_cont).astype(float).tolist()
-        sub_text = np.bincount(direct, weights=text_len[has_parent], minlength=n_cont).tolist()
-        sub_link = np.bincount(direct, weights=link_len[has_parent], minlength=n_cont).tolist()
+        for i, p in enumerate(parents):
+            if p >= 0:
+                sub_blocks[p] += 1.0
+                sub_text[p] += text_len[i]
+                sub_link[p] += link_len[i]
         for c in range(n_cont - 1, -1, -1):
             p = c_parent[c]
             if p >= 0:
                 sub_blocks[p] += sub_blocks[c]
                 sub_text[p] += sub_text[c]
                 sub_link[p] += sub_link[c]
-        weight = np.where((text_len >= 40) & (link_share <= 0.5), text_len * (1 - link_share), 0)
-        for i in np.flatnonzero(weight > 0).tolist():
-            c = int(parents[i])
-            w = float(weight[i])
+        for i in range(n):
+            if text_len[i] < 40 or link_share[i] > 0.5:
+                continue
+            w = text_len[i] * (1 - link_share[i])
+            c = parents[i]
+            if w <= 0:
+                continue
             for decay in _DECAY:
                 if c < 0:
                     break
@@ -506,121 +551,129 @@ def block_features(
     for path, count in group_count.items():
         text = group_text[path]
         group_row[path] = (
-            float(np.log1p(count)),
+            math.log1p(count),
             group_blocks[path] / count,
             text / total_text,
             group_link[path] / text if text > 0 else 1.0,
             float(path == top_card),
         )
     no_card = (0.0, 0.0, 0.0, 0.0, 0.0)
-    card_rows = [group_row.get(path, no_card) for path in card_of] + [no_card]
-    card_repeat, card_blocks, card_text, card_link, card_top = np.array(card_rows)[gather].T
+    cards = [group_row.get(card_of[p], no_card) if p >= 0 else no_card for p in parents]
     same_tag: dict[tuple[int, int], int] = {}
-    parent_tag_keys = list(zip(parent_list, tag_list, strict=True))
-    for key in parent_tag_keys:
+    for key in zip(parents, tags, strict=True):
         same_tag[key] = same_tag.get(key, 0) + 1
-    same_tag_siblings = np.array([same_tag[key] for key in parent_tag_keys])
-    # per container (and a last "none" row): its subtree's blocks, text, link share
-    c_blocks = np.array([*sub_blocks, 0.0])
-    c_text = np.array([*sub_text, 0.0])
-    c_link_share = np.divide(
-        np.array([*sub_link, 0.0]), c_text, out=np.ones(n_cont + 1), where=c_text > 0
-    )
-    grandparents = np.array([*c_parent, -1], dtype=np.int64)[gather]
-    grand_gather = np.where(grandparents >= 0, grandparents, n_cont)
-    parent_blocks, grand_blocks = c_blocks[gather], c_blocks[grand_gather]
-    parent_text, grand_text = c_text[gather], c_text[grand_gather]
-    parent_link, grand_link = c_link_share[gather], c_link_share[grand_gather]
-    in_best = np.array([*under_best, False])[gather].astype(float)
+    c_link_share = [sub_link[c] / sub_text[c] if sub_text[c] > 0 else 1.0 for c in range(n_cont)]
+    in_best = per_block(under_best)
     best_depth = c_depth[best] if best >= 0 else 0
-    best_delta = np.where(in_best > 0, np.array([*c_depth, 0])[gather] - best_depth + 1, 0)
+    parent_depth = per_block(c_depth)
 
     # -- columns ------------------------------------------------------------------------
-    index = np.arange(n)
-    safe_words = np.maximum(words, 1)
-    safe_text = np.maximum(text_len, 1)
-    columns = {
-        "tag": tags,
-        "parent_tag": parent_tag,
-        "grandparent_tag": grand_tag,
+    longest = max(range(n), key=text_len.__getitem__)
+    longest_text = max(text_len[longest], 1.0)
+    li_share = sum(tag == TAG_CODES["li"] for tag in tags) / n
+    heading_share = sum(heading) / n
+    linky_share = sum(share > 0.5 for share in link_share) / n
+    page_values = [
+        ("page_blocks", math.log1p(n)),
+        ("page_log_text", math.log1p(total_text)),
+        ("page_link_share", sum(link_len) / total_text),
+        ("page_li_share", li_share),
+        ("page_heading_share", heading_share),
+        ("page_linky_share", linky_share),
+        ("page_currency", math.log1p(sum(currency))),
+        ("page_has_article", float("article" in c_tag)),
+        ("page_has_main", float("main" in c_tag)),
+        ("best_text_share", sub_text[best] / total_text if best >= 0 else 0.0),
+    ]
+    # a newer producer's hints this model never saw: none
+    page_values.extend((f"hint_{name}", 1.0) for name in sorted(set(hints) & _HINT_SET))
+    columns: dict[str, list[float]] = {
+        "tag": [float(tag) for tag in tags],
+        "parent_tag": per_block(c_tag_code),
+        "grandparent_tag": per_grand(c_tag_code),
         "log_text": log_text,
-        "log_words": np.log1p(words),
+        "log_words": [math.log1p(value) for value in words],
         "link_share": link_share,
-        "links": [b.count("<a ") for b in mapping_blocks],
-        "images": [b.count("<img") for b in mapping_blocks],
-        "list_items": [b.count("<li") for b in mapping_blocks],
-        "breaks": [b.count("<br") for b in mapping_blocks],
-        "punct_per_word": punct / safe_words,
-        "digit_share": digits / safe_text,
+        "links": [float(block.count("<a ")) for block in mapping_blocks],
+        "images": [float(block.count("<img")) for block in mapping_blocks],
+        "list_items": [float(block.count("<li")) for block in mapping_blocks],
+        "breaks": [float(block.count("<br")) for block in mapping_blocks],
+        "punct_per_word": [punct[i] / max(words[i], 1.0) for i in range(n)],
+        "digit_share": [digits[i] / max(text_len[i], 1.0) for i in range(n)],
         "currency": currency,
-        "is_heading": (tags >= TAG_CODES["h1"]) & (tags <= TAG_CODES["h6"]),
-        "depth": depth,
-        "in_article": in_article,
-        "in_cell": in_cell,
-        "own_negative": own_negative,
-        "own_positive": own_positive,
-        "anc_negative": anc_negative,
-        "anc_positive": anc_positive,
-        "inner_negative": inner_negative,
-        "pos_index": index / n,
-        "pos_text": (np.cumsum(text_len) - text_len) / total_text,
-        "dist_longest": (index - int(np.argmax(text_len))) / n,
-        "rel_text": text_len / max(float(text_len.max()), 1.0),
-        "parent_blocks": parent_blocks,
-        "parent_text_share": parent_text / total_text,
-        "parent_link_share": parent_link,
-        "grand_blocks": grand_blocks,
-        "grand_text_share": grand_text / total_text,
-        "grand_link_share": grand_link,
-        "parent_class_repeat": class_repeat,
-        "same_tag_siblings": same_tag_siblings,
-        "card_repeat": card_repeat,
-        "card_blocks": card_blocks,
-        "card_text_share": card_text,
-        "card_link_share": card_link,
-        "card_top": card_top,
+        "is_heading": [float(flag) for flag in heading],
+        "depth": parent_depth,
+        "in_article": per_block(c_article),
+        "in_cell": per_block(c_cell),
+        "own_negative": [float(value) for value in own_negative],
+        "own_positive": [float(value) for value in own_positive],
+        "anc_negative": per_block(c_neg),
+        "anc_positive": per_block(c_pos),
+        "inner_negative": [float(value) for value in inner_negative],
+        "pos_index": [i / n for i in range(n)],
+        "dist_longest": [(i - longest) / n for i in range(n)],
+        "rel_text": [value / longest_text for value in text_len],
+        "parent_blocks": per_block(sub_blocks),
+        "parent_text_share": [value / total_text for value in per_block(sub_text)],
+        "parent_link_share": per_block(c_link_share, 1.0),
+        "grand_blocks": per_grand(sub_blocks),
+        "grand_text_share": [value / total_text for value in per_grand(sub_text)],
+        "grand_link_share": per_grand(c_link_share, 1.0),
+        "parent_class_repeat": per_block([key_count.get(key, 0) if key else 0 for key in c_key]),
+        "same_tag_siblings": [float(same_tag[key]) for key in zip(parents, tags, strict=True)],
+        "card_repeat": [card[0] for card in cards],
+        "card_blocks": [card[1] for card in cards],
+        "card_text_share": [card[2] for card in cards],
+        "card_link_share": [card[3] for card in cards],
+        "card_top": [card[4] for card in cards],
         "in_best": in_best,
-        "best_text_share": sub_text[best] / total_text if best >= 0 else 0.0,
-        "best_depth_delta": best_delta,
+        "best_depth_delta": [
+            parent_depth[i] - best_depth + 1 if in_best[i] > 0 else 0.0 for i in range(n)
+        ],
         "title_match": title_match,
-        "page_blocks": np.log1p(n),
-        "page_log_text": np.log1p(total_text),
-        "page_link_share": float(link_len.sum()) / total_text,
-        "page_li_share": float(np.mean(tags == TAG_CODES["li"])),
-        "page_cell_share": float(in_cell.mean()),
-        "page_heading_share": float(np.mean((tags >= TAG_CODES["h1"]) & (tags <= TAG_CODES["h6"]))),
-        "page_linky_share": float(np.mean(link_share > 0.5)),
-        "page_currency": float(np.log1p(currency.sum())),
-        "page_has_article": float(any(tag == "article" for tag in c_tag)),
-        "page_has_main": float(any(tag == "main" for tag in c_tag)),
+        "prev_log_text": [log_text[i - 1] if i >= 1 else 0.0 for i in range(n)],
+        "prev2_log_text": [log_text[i - 2] if i >= 2 else 0.0 for i in range(n)],
+        "next_log_text": [log_text[i + 1] if i + 1 < n else 0.0 for i in range(n)],
+        "next2_log_text": [log_text[i + 2] if i + 2 < n else 0.0 for i in range(n)],
+        "prev_link_share": [link_share[i - 1] if i >= 1 else 1.0 for i in range(n)],
+        "next_link_share": [link_share[i + 1] if i + 1 < n else 1.0 for i in range(n)],
+        "prev_tag": [float(tags[i - 1]) if i >= 1 else 0.0 for i in range(n)],
+        "next_tag": [float(tags[i + 1]) if i + 1 < n else 0.0 for i in range(n)],
     }
-    for name in set(hints) & _HINT_SET:  # a newer producer's hints this model never saw: none
-        columns[f"hint_{name}"] = 1.0
-    padded = np.concatenate(([0.0, 0.0], log_text, [0.0, 0.0]))
-    columns["prev_log_text"] = padded[1 : n + 1]
-    columns["prev2_log_text"] = padded[0:n]
-    columns["next_log_text"] = padded[3 : n + 3]
-    columns["next2_log_text"] = padded[4 : n + 4]
-    padded = np.concatenate(([1.0], link_share, [1.0]))
-    columns["prev_link_share"] = padded[0:n]
-    columns["next_link_share"] = padded[2 : n + 2]
-    padded_tags = np.concatenate(([0], tags, [0]))
-    columns["prev_tag"] = padded_tags[0:n]
-    columns["next_tag"] = padded_tags[2 : n + 2]
-    cum_text = np.concatenate(([0.0], np.cumsum(text_len)))
-    cum_link = np.concatenate(([0.0], np.cumsum(link_len)))
+    columns["page_cell_share"] = [sum(columns["in_cell"]) / n] * n
+    cum_text = _running_sums(text_len)
+    cum_link = _running_sums(link_len)
+    columns["pos_text"] = [cum_text[i] / total_text for i in range(n)]
     for size in (3, 7):
-        low = np.maximum(index - size // 2, 0)
-        high = np.minimum(index + size // 2 + 1, n)
-        window_text = cum_text[high] - cum_text[low]
-        window_link = cum_link[high] - cum_link[low]
-        columns[f"win{size}_link"] = np.divide(
-            window_link, window_text, out=np.ones(n), where=window_text > 0
-        )
-        columns[f"win{size}_log_text"] = np.log1p(window_text)
+        window_text = [0.0] * n
+        window_link = [1.0] * n
+        for i in range(n):
+            low, high = max(i - size // 2, 0), min(i + size // 2 + 1, n)
+            window_text[i] = cum_text[high] - cum_text[low]
+            if window_text[i] > 0:
+                window_link[i] = (cum_link[high] - cum_link[low]) / window_text[i]
+        columns[f"win{size}_link"] = window_link
+        columns[f"win{size}_log_text"] = [math.log1p(value) for value in window_text]
     for name, values in columns.items():
-        X[:, col[name]] = values
-    return PageFeatures(X, parents, grandparents, np.array(signature_list, dtype=np.int64))
+        matrix[_COL[name] :: N_FEATURES] = array("f", values)
+    for name, value in page_values:
+        matrix[_COL[name] :: N_FEATURES] = array("f", [value]) * n
+    return PageFeatures(matrix, parents, grandparents, signature)
+
+
+def _add_tokens(matrix: array, block: int, columns: tuple[int, ...]) -> None:
+    """Count a block's hashed class/id tokens into its row."""
+    row = block * N_FEATURES
+    for column in columns:
+        matrix[row + column] += 1.0
+
+
+def _running_sums(values: Sequence[float]) -> list[float]:
+    """0, then the sum of the first 1, 2, ... values (one more than ``values``)."""
+    sums = [0.0] * (len(values) + 1)
+    for i, value in enumerate(values):
+        sums[i + 1] = sums[i] + value
+    return sums
 
 
 # -- the context pass: what the first pass thought of the block's surroundings ----------
@@ -651,81 +704,92 @@ _LOG_TEXT = _COL["log_text"]
 _REACH = 5  # blocks before / after whose largest first-pass probability is a column
 
 
-def _container_mean(keys: np.ndarray, p: np.ndarray, w: np.ndarray) -> np.ndarray:
+def text_weights(matrix: array) -> list[float]:
+    """Per block, its visible characters + 1, from the matrix's (float32) log_text."""
+    return [math.expm1(matrix[i]) + 1.0 for i in range(_LOG_TEXT, len(matrix), N_FEATURES)]
+
+
+def _container_mean(keys: Sequence[int], p: Sequence[float], w: Sequence[float]) -> list[float]:
     """Per block, the text-weighted mean of ``p`` over the blocks that share its container
     (its own ``p`` where it has none)."""
-    out = p.copy()
-    inside = keys >= 0
-    if inside.any():
-        k = keys[inside]
-        total = np.bincount(k, weights=(p * w)[inside])
-        weight = np.bincount(k, weights=w[inside])
-        out[inside] = total[k] / np.maximum(weight[k], 1e-9)
-    return out
+    total: dict[int, float] = {}
+    weight: dict[int, float] = {}
+    for i, key in enumerate(keys):
+        if key >= 0:
+            total[key] = total.get(key, 0.0) + p[i] * w[i]
+            weight[key] = weight.get(key, 0.0) + w[i]
+    return [total[key] / max(weight[key], 1e-9) if key >= 0 else p[i] for i, key in enumerate(keys)]
 
 
-def _group_share(keys: np.ndarray, w: np.ndarray) -> np.ndarray:
+def _group_share(keys: Sequence[int], w: Sequence[float], w_total: float) -> list[float]:
     """Per block, the share of the page's weight ``w`` on the blocks that share its key
     (its own share where it has none)."""
-    out = w / w.sum()
-    inside = keys >= 0
-    if inside.any():
-        k = keys[inside]
-        out[inside] = np.bincount(k, weights=w[inside])[k] / w.sum()
-    return out
+    weight: dict[int, float] = {}
+    for i, key in enumerate(keys):
+        if key >= 0:
+            weight[key] = weight.get(key, 0.0) + w[i]
+    return [(weight[key] if key >= 0 else w[i]) / w_total for i, key in enumerate(keys)]
 
 
-def context_features(p: np.ndarray, features: PageFeatures) -> np.ndarray:
-    """The context pass's extra columns (``CONTEXT_NAMES``) of one page, from the first
-    pass's main probability ``p`` of every block: the block's own, its neighbours' (one
-    and two away; the largest within five before and after, and the smaller of those two:
-    a block between main blocks), text-weighted means over windows of 3, 7 and 15 blocks
-    and over the blocks of its parent and grandparent container and of its signature, the
-    text share of its signature's blocks, the page's mean, maximum and main text share, and
-    the block's rank on the page."""
+def context_features(p: Sequence[float], features: PageFeatures) -> array:
+    """The context pass's extra columns (``CONTEXT_NAMES``, float32, row-major) of one
+    page, from the first pass's main probability ``p`` of every block: the block's own,
+    its neighbours' (one and two away; the largest within five before and after, and the
+    smaller of those two: a block between main blocks), text-weighted means over windows
+    of 3, 7 and 15 blocks and over the blocks of its parent and grandparent container and
+    of its signature, the text share of its signature's blocks, the page's mean, maximum
+    and main text share, and the block's rank on the page."""
     n = len(p)
+    width = len(CONTEXT_NAMES)
     if n == 0:
-        return np.zeros((0, len(CONTEXT_NAMES)), dtype=np.float32)
-    w = np.expm1(features.matrix[:, _LOG_TEXT].astype(float)) + 1.0
-    padded = np.concatenate((np.zeros(_REACH), p, np.zeros(_REACH + 1)))
+        return float32_matrix(0, width)
+    w = text_weights(features.matrix)
+    w_total = pairwise_sum(w)
+    padded = [0.0] * _REACH + list(p) + [0.0] * (_REACH + 1)
     # the largest p over each run of _REACH blocks: before block i starts at i, after at i+6
-    starts = n + _REACH + 1
-    reach = padded[:starts].copy()
-    for shift in range(1, _REACH):
-        np.maximum(reach, padded[shift : shift + starts], out=reach)
-    max_before, max_after = reach[:n], reach[_REACH + 1 :]
-    cum_pw = np.concatenate(([0.0], np.cumsum(p * w)))
-    cum_w = np.concatenate(([0.0], np.cumsum(w)))
-    index = np.arange(n)
-    windows = []
+    reach = [max(padded[j : j + _REACH]) for j in range(n + _REACH + 1)]
+    cum_pw = _running_sums([p[i] * w[i] for i in range(n)])
+    cum_w = _running_sums(w)
+    windows: list[list[float]] = []
     for size in (3, 7, 15):
-        low = np.maximum(index - size // 2, 0)
-        high = np.minimum(index + size // 2 + 1, n)
-        windows.append((cum_pw[high] - cum_pw[low]) / (cum_w[high] - cum_w[low]))
-    rank = np.empty(n)
-    rank[np.argsort(p, kind="stable")] = index / max(n - 1, 1)
-    mean = float(np.dot(p, w) / w.sum())
-    columns: tuple[np.ndarray | float, ...] = (
-        p,
-        padded[_REACH - 1 : n + _REACH - 1],
-        padded[_REACH - 2 : n + _REACH - 2],
-        padded[_REACH + 1 : n + _REACH + 1],
-        padded[_REACH + 2 : n + _REACH + 2],
-        *windows,
-        max_before,
-        max_after,
-        np.minimum(max_before, max_after),
-        _container_mean(features.parent, p, w),
-        _container_mean(features.grandparent, p, w),
-        _container_mean(features.signature, p, w),
-        _group_share(features.signature, w),
-        mean,
-        float(p.max()),
-        float(w[p >= 0.5].sum() / w.sum()),
-        rank,
-        p - mean,
-    )
-    out = np.empty((n, len(columns)), dtype=np.float32)
-    for j, column in enumerate(columns):
-        out[:, j] = column
-    return out
+        window = [0.0] * n
+        for i in range(n):
+            low, high = max(i - size // 2, 0), min(i + size // 2 + 1, n)
+            window[i] = (cum_pw[high] - cum_pw[low]) / (cum_w[high] - cum_w[low])
+        windows.append(window)
+    rank = [0.0] * n
+    for position, i in enumerate(sorted(range(n), key=p.__getitem__)):
+        rank[i] = position / max(n - 1, 1)
+    mean = pairwise_sum([p[i] * w[i] for i in range(n)]) / w_total
+    main_share = pairwise_sum([w[i] for i in range(n) if p[i] >= 0.5]) / w_total
+    top = max(p)
+    parent = _container_mean(features.parent, p, w)
+    grandparent = _container_mean(features.grandparent, p, w)
+    signature = _container_mean(features.signature, p, w)
+    signature_share = _group_share(features.signature, w, w_total)
+    flat = [0.0] * (n * width)
+    for i in range(n):
+        before, after = reach[i], reach[i + _REACH + 1]
+        flat[i * width : (i + 1) * width] = [
+            p[i],
+            padded[i + _REACH - 1],
+            padded[i + _REACH - 2],
+            padded[i + _REACH + 1],
+            padded[i + _REACH + 2],
+            windows[0][i],
+            windows[1][i],
+            windows[2][i],
+            before,
+            after,
+            min(before, after),
+            parent[i],
+            grandparent[i],
+            signature[i],
+            signature_share[i],
+            mean,
+            top,
+            main_share,
+            rank[i],
+            p[i] - mean,
+        ]
+    return array("f", flat)

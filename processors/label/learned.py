@@ -47,22 +47,26 @@ from __future__ import annotations
 
 import json
 import time
+from array import array
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import numpy as np
-
 from dripstream.processors.label.base import LabelOutcome
 from dripstream.processors.label.booster import Booster
 from dripstream.processors.label.features import (
+    CONTEXT_NAMES,
     FEATURE_NAMES,
     FEATURE_VERSION,
+    N_FEATURES,
     PageFeatures,
     block_features,
     context_features,
+    pairwise_sum,
+    text_weights,
 )
 from dripstream.topics.records import MAIN, OTHER, SimplifiedPage
 
@@ -71,7 +75,6 @@ if TYPE_CHECKING:
 
 MODEL_FORMAT = "dripstream-learned-labeller"
 MODEL_RESOURCE = "learned_labeller.json"
-_LOG_TEXT = FEATURE_NAMES.index("log_text")
 
 
 @dataclass(frozen=True)
@@ -166,38 +169,53 @@ class LearnedModel:
         with open(path, "w", encoding="utf-8") as file:
             json.dump(document, file)
 
-    def predict(self, features: PageFeatures) -> np.ndarray:
+    def predict(self, features: PageFeatures) -> list[float]:
         """Main probability of every block of a page: the context booster's, over the first
         booster's (the first's alone in a model without a context booster)."""
-        X = features.matrix
-        if not len(X):
-            return np.zeros(0)
-        first = self.booster.predict(X)
-        if self.context_booster is None:
+        first = self.booster.predict(features.matrix, N_FEATURES)
+        if self.context_booster is None or not first:
             return first
-        return self.context_booster.predict(np.hstack((X, context_features(first, features))))
+        context = context_features(first, features)
+        width = len(CONTEXT_NAMES)
+        both = array("f")
+        for i in range(len(first)):
+            both.extend(features.matrix[i * N_FEATURES : (i + 1) * N_FEATURES])
+            both.extend(context[i * width : (i + 1) * width])
+        return self.context_booster.predict(both, N_FEATURES + width)
 
-    def main_blocks(self, probabilities: np.ndarray) -> np.ndarray:
+    def main_blocks(self, probabilities: Sequence[float]) -> list[bool]:
         """Which blocks are main: p >= the threshold, or within ``margin`` of the page's
         most likely block when that one is main but below threshold + margin."""
-        best = float(probabilities.max()) if len(probabilities) else 0.0
-        if best < self.threshold:
-            return probabilities >= self.threshold
-        return probabilities >= min(self.threshold, best - self.margin)
+        best = max(probabilities, default=0.0)
+        floor = self.threshold if best < self.threshold else min(self.threshold, best - self.margin)
+        return [p >= floor for p in probabilities]
 
     def calibrate(self, raw: float) -> float:
         if not self.calibration:
             return raw
-        return float(np.interp(raw, self.calibration["x"], self.calibration["y"]))
+        return interpolate(raw, self.calibration["x"], self.calibration["y"])
 
 
-def raw_confidence(probabilities: np.ndarray, X: np.ndarray) -> float:
+def interpolate(x: float, xs: Sequence[float], ys: Sequence[float]) -> float:
+    """The piecewise-linear function through (``xs``, ``ys``) (``xs`` ascending) at ``x``,
+    its end values beyond the ends (numpy's ``interp``, to the last bit)."""
+    if x < xs[0]:
+        return float(ys[0])
+    if x >= xs[-1]:
+        return float(ys[-1])
+    j = bisect_right(xs, x) - 1
+    return float((ys[j + 1] - ys[j]) / (xs[j + 1] - xs[j]) * (x - xs[j]) + ys[j])
+
+
+def raw_confidence(probabilities: Sequence[float], matrix: array) -> float:
     """Text-weighted mean of max(p, 1 - p) over the page's blocks."""
-    if not len(probabilities):
+    if not probabilities:
         return 0.0
-    weights = np.expm1(X[:, _LOG_TEXT]) + 1.0
-    decided = np.maximum(probabilities, 1.0 - probabilities)
-    return float(np.dot(weights, decided) / weights.sum())
+    weights = text_weights(matrix)
+    decided = [max(p, 1.0 - p) for p in probabilities]
+    return pairwise_sum([w * d for w, d in zip(weights, decided, strict=True)]) / pairwise_sum(
+        weights
+    )
 
 
 class LearnedLabeller:
@@ -224,9 +242,9 @@ class LearnedLabeller:
         features = block_features(page.simplified_html, page.mapping_blocks, page.title, page.hints)
         probabilities = self.model.predict(features)
         main = self.model.main_blocks(probabilities)
-        labels = [MAIN if flag else OTHER for flag in main.tolist()]
+        labels = [MAIN if flag else OTHER for flag in main]
         raw = raw_confidence(probabilities, features.matrix)
-        confidence = self.model.calibrate(raw) if main.any() else 0.0
+        confidence = self.model.calibrate(raw) if any(main) else 0.0
         return labels, confidence, raw
 
     def label(self, pages: Sequence[SimplifiedPage]) -> list[LabelOutcome]:

@@ -40,6 +40,7 @@ import lzma
 import os
 import random
 import time
+from array import array
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -57,6 +58,7 @@ from dripstream.processors.label.features import (
     CATEGORICAL,
     CONTEXT_NAMES,
     FEATURE_NAMES,
+    N_FEATURES,
     PageFeatures,
     block_features,
     context_features,
@@ -143,22 +145,26 @@ def page_type(row: dict) -> str:
 
 @dataclass
 class PageData:
-    """One page ready for training / evaluation."""
+    """One page ready for training / evaluation: its features, and their matrix as a
+    numpy array (``X``, a view of the same float32 values)."""
 
     file: str
     id: str
     group: str
     page_type: str
     row: dict
-    X: np.ndarray
+    page_features: PageFeatures
     y: np.ndarray
     weight: np.ndarray
-    parent: np.ndarray
-    grandparent: np.ndarray
-    signature: np.ndarray
 
-    def features(self) -> PageFeatures:
-        return PageFeatures(self.X, self.parent, self.grandparent, self.signature)
+    @property
+    def X(self) -> np.ndarray:
+        return matrix_array(self.page_features.matrix, N_FEATURES)
+
+
+def matrix_array(matrix: array, columns: int) -> np.ndarray:
+    """A float32 row-major buffer (``features.PageFeatures.matrix``) as a numpy matrix."""
+    return np.frombuffer(matrix, dtype=np.float32).reshape(-1, columns)
 
 
 def prepare_pages(
@@ -183,21 +189,11 @@ def prepare_pages(
                 record["hints"],
             )
             y = np.array([label == MAIN for label in record["labels"]], dtype=float)
-        X = features.matrix
+        X = matrix_array(features.matrix, N_FEATURES)
         weight = 1.0 + X[:, FEATURE_NAMES.index("log_text")]
         pages.append(
             PageData(
-                file,
-                str(row.get("id")),
-                page_group(row),
-                page_type(row),
-                row,
-                X,
-                y,
-                weight,
-                features.parent,
-                features.grandparent,
-                features.signature,
+                file, str(row.get("id")), page_group(row), page_type(row), row, features, y, weight
             )
         )
         if progress is not None:
@@ -270,7 +266,10 @@ def fit_model(
         first = fit([p for p, f in zip(pages, fold_of, strict=True) if f != fold], seed, num_trees)
         for page, page_fold in zip(pages, fold_of, strict=True):
             if page_fold == fold:
-                context[id(page)] = context_features(first.predict(page.X), page.features())
+                p = first.predict(page.page_features.matrix, N_FEATURES)
+                context[id(page)] = matrix_array(
+                    context_features(p, page.page_features), len(CONTEXT_NAMES)
+                )
     return LearnedModel(
         fit(pages, seed, num_trees),
         THRESHOLD,
@@ -387,8 +386,8 @@ def evaluate_learned(
         markdown = outcome.record.markdown if outcome.record else ""
         extractor = outcome.record.extractor if outcome.record else f"error:{outcome.reason}"
         raw = None
-        if page.X.shape[0]:
-            raw = raw_confidence(model.predict(page.features()), page.X)
+        if len(page.y):
+            raw = raw_confidence(model.predict(page.page_features), page.page_features.matrix)
         confidence = model.calibrate(raw) if raw is not None else None
         result = _score(page, "learned", markdown, rouge, confidence, raw)
         result.route = extractor

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from array import array
 from pathlib import Path
 
 import numpy as np
@@ -18,11 +19,13 @@ from dripstream.processors.label.features import (
     block_features,
     context_features,
     page_features,
+    pairwise_sum,
 )
 from dripstream.processors.label.learned import (
     LearnedLabeller,
     LearnedModel,
     default_model_path,
+    interpolate,
 )
 from dripstream.processors.label.registry import build_labeller
 from dripstream.processors.pipeline import PipelineSettings, extract_pages, simplify_page
@@ -31,6 +34,7 @@ from dripstream.processors.training.train import (
     group_folds,
     isotonic,
     load_rows,
+    matrix_array,
     prepare_pages,
 )
 from dripstream.topics.records import MAIN, OTHER, SimplifiedPage
@@ -75,15 +79,17 @@ def test_the_model_file_ships_in_the_package_and_is_small() -> None:
 
 
 def test_features_are_one_finite_row_per_block(page: SimplifiedPage) -> None:
-    X = page_features(page.simplified_html, page.mapping_blocks, page.title)
+    matrix = page_features(page.simplified_html, page.mapping_blocks, page.title)
+    X = matrix_array(matrix, N_FEATURES)
     assert X.shape == (page.block_count, N_FEATURES)
     assert np.isfinite(X).all()
     again = page_features(page.simplified_html, page.mapping_blocks, page.title)
-    assert np.array_equal(X, again)
+    assert matrix.tobytes() == again.tobytes()
 
 
 def test_features_of_a_page_without_blocks_are_empty() -> None:
-    assert page_features("", []).shape == (0, N_FEATURES)
+    features = block_features("", [])
+    assert len(features.matrix) == 0 and features.parent == features.signature == []
 
 
 def test_labels_the_article_and_not_the_boilerplate(
@@ -145,13 +151,12 @@ def test_an_unsure_page_keeps_the_blocks_near_its_best_one() -> None:
     model = LearnedModel.load()
     model.threshold, model.margin = 0.5, 0.3
     # A sure page: the threshold alone decides.
-    sure = model.main_blocks(np.array([0.95, 0.6, 0.45, 0.1]))
-    assert sure.tolist() == [True, True, False, False]
+    assert model.main_blocks([0.95, 0.6, 0.45, 0.1]) == [True, True, False, False]
     # The best block is main but unsure (0.7): the bar comes down to 0.4.
-    assert model.main_blocks(np.array([0.7, 0.42, 0.38])).tolist() == [True, True, False]
+    assert model.main_blocks([0.7, 0.42, 0.38]) == [True, True, False]
     # No block reaches 0.5: none is main (the page goes to the fallback).
-    assert not model.main_blocks(np.array([0.45, 0.3, 0.2])).any()
-    assert model.main_blocks(np.zeros(0)).tolist() == []
+    assert not any(model.main_blocks([0.45, 0.3, 0.2]))
+    assert model.main_blocks([]) == []
 
 
 def test_the_margin_is_saved_with_the_model(tmp_path: Path) -> None:
@@ -185,9 +190,9 @@ def _context_of(
 ) -> dict[str, np.ndarray]:
     X = np.zeros((len(p), N_FEATURES), dtype=np.float32)
     X[:, FEATURE_NAMES.index("log_text")] = np.log1p(9.0)  # every block 10 characters
-    signatures = np.array(signature if signature is not None else [-1] * len(p))
-    features = PageFeatures(X, np.array(parent), np.array(grandparent), signatures)
-    columns = context_features(np.array(p), features)
+    signatures = signature if signature is not None else [-1] * len(p)
+    features = PageFeatures(array("f", X.tobytes()), parent, grandparent, signatures)
+    columns = matrix_array(context_features(p, features), len(CONTEXT_NAMES))
     assert columns.shape == (len(p), len(CONTEXT_NAMES)) and np.isfinite(columns).all()
     return {name: columns[:, i] for i, name in enumerate(CONTEXT_NAMES)}
 
@@ -221,7 +226,7 @@ def test_blocks_of_one_tag_and_class_path_share_a_signature_whatever_their_numbe
         '<ul class="body"><li _item_id="6">f</li></ul>'
     )
     blocks = ["<p>a</p>", "<p>b</p>", "<p>c</p>", "<p>d</p>", '<p class="x">e</p>', "<li>f</li>"]
-    signature = block_features(html, blocks).signature.tolist()
+    signature = block_features(html, blocks).signature
     assert signature[0] == signature[1] and signature[2] == signature[3]
     assert len({signature[0], signature[2], signature[4], signature[5]}) == 4
 
@@ -238,7 +243,7 @@ def test_a_block_in_a_repeated_card_knows_the_cards_group() -> None:
     for i in range(4):
         blocks += [f"<p>name {i}</p>", f"<p>$1{i}.00</p>"]
     blocks += ['<a href="/">m</a>'] * 3
-    X = block_features(html, blocks).matrix
+    X = matrix_array(block_features(html, blocks).matrix, N_FEATURES)
     column = {name: X[:, FEATURE_NAMES.index(name)] for name in FEATURE_NAMES}
     assert column["card_repeat"][1:9] == pytest.approx([np.log1p(4)] * 8)
     assert column["card_blocks"][1:9] == pytest.approx([2.0] * 8)
@@ -254,16 +259,16 @@ def test_a_block_in_a_repeated_card_knows_the_cards_group() -> None:
 
 def test_block_features_place_each_block_under_its_containers(page: SimplifiedPage) -> None:
     features = block_features(page.simplified_html, page.mapping_blocks, page.title)
-    assert np.array_equal(
-        features.matrix, page_features(page.simplified_html, page.mapping_blocks, page.title)
-    )
+    again = page_features(page.simplified_html, page.mapping_blocks, page.title)
+    assert features.matrix.tobytes() == again.tobytes()
     assert (
         len(features.parent)
         == len(features.grandparent)
         == len(features.signature)
         == page.block_count
     )
-    assert (features.parent >= 0).any() and (features.grandparent <= features.parent.max()).all()
+    assert any(p >= 0 for p in features.parent)
+    assert all(g <= max(features.parent) for g in features.grandparent)
 
 
 def test_training_both_passes_is_reproducible(data_dir: Path) -> None:
@@ -278,8 +283,24 @@ def test_training_both_passes_is_reproducible(data_dir: Path) -> None:
         if line.startswith("feature_names=")
     )
     assert names.split("=", 1)[1].split() == [*FEATURE_NAMES, *CONTEXT_NAMES]
-    probabilities = first.predict(pages[0].features())
+    probabilities = np.array(first.predict(pages[0].page_features))
     assert (
         probabilities.shape == (len(pages[0].y),)
         and ((probabilities >= 0) & (probabilities <= 1)).all()
     )
+
+
+def test_numpy_sums_and_interpolation_are_matched_to_the_last_bit() -> None:
+    # The features and the confidence add in numpy's order, so training (numpy) and
+    # serving (plain Python) see the same values.
+    rng = np.random.default_rng(5)
+    for n in (0, 1, 7, 8, 9, 17, 128, 129, 300, 1000):
+        values = (rng.exponential(size=n) * rng.choice([1e-3, 1.0, 1e3], size=n)).tolist()
+        assert pairwise_sum(values) == float(np.sum(values))
+        assert pairwise_sum(values, 3, max(n - 5, 0)) == float(
+            np.sum(values[3 : 3 + max(n - 5, 0)])
+        )
+    xs = sorted(set(rng.random(40).tolist()))
+    ys = sorted(rng.random(len(xs)).tolist())
+    for x in [-1.0, xs[0], xs[-1], 2.0, *rng.random(200).tolist()]:
+        assert interpolate(x, xs, ys) == float(np.interp(x, xs, ys))
