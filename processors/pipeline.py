@@ -47,6 +47,7 @@ from dripstream.topics.records import (
     SimplifiedPage,
     SourceRef,
     document_id,
+    load_canonicalizer,
     page_id,
 )
 
@@ -329,10 +330,17 @@ def page_error(error: PageError, context: str = "") -> Outcome:
     )
 
 
-def warm_up() -> None:
-    """Load what page work loads on first use (the language model, the fallback
-    extractor): a sandbox's zygote runs it once, so every child it forks starts warm."""
+def warm_up_page_work() -> None:
+    """Load what every page's work loads on first use (the language model, the URL
+    canonicalizer): a sandbox's zygote runs it once, so every child it forks starts warm."""
     load_detector()
+    load_canonicalizer()
+
+
+def warm_up() -> None:
+    """``warm_up_page_work`` and the fallback extractor (what a stream's children meet
+    sooner or later)."""
+    warm_up_page_work()
     load_extractor()
 
 

@@ -66,6 +66,13 @@ def canonical_url(url: str) -> str:
         return url
 
 
+def load_canonicalizer() -> None:
+    """Import what ``canonical_url`` imports on first use (w3lib's URL module, which
+    brings ``urllib.request``, ``http.client`` and ``ssl``: tens of milliseconds), so a
+    sandbox's zygote imports it once for all its children."""
+    import w3lib.url  # noqa: F401
+
+
 def document_id(url: str) -> str:
     """The stable document id: one per canonical URL, whatever the content or crawl, so
     a re-crawl or a re-delivery updates one document downstream (``PageRecord.id``)."""

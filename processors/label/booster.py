@@ -5,7 +5,9 @@ installed; prediction needs none of that, so the labeller loads the shared libra
 package ships (``lib_lightgbm``, found without importing the package) and calls the two
 functions it needs, ``LGBM_BoosterLoadModelFromString`` and
 ``LGBM_BoosterPredictForMat``: the same calls ``lightgbm.Booster.predict`` makes, with
-the same results. Training (``dripstream.processors.training.train``) still uses the Python package.
+the same results. The matrix is any float buffer (the labeller's is an ``array``), so
+serving imports no numpy either. Training (``dripstream.processors.training.train``) still
+uses the Python package.
 """
 
 from __future__ import annotations

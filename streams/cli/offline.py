@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from dripstream.processors.errors import PageError
 from dripstream.processors.extract.fallback import warm_up_extractor
-from dripstream.processors.extract.language import load_detector
 from dripstream.processors.extract.sandbox import InProcess, PageRunner, Sandbox
 from dripstream.processors.extract.simplify import simplify
 from dripstream.processors.ingest.decode import check_html, decode_html
@@ -37,6 +36,7 @@ from dripstream.processors.pipeline import (
     PipelineSettings,
     extract_pages,
     page_error,
+    warm_up_page_work,
 )
 from dripstream.processors.sinks import open_sink
 from dripstream.processors.sinks.jsonl import RecordsJsonlSink
@@ -61,14 +61,15 @@ BATCH = 32
 def _runner(args: argparse.Namespace, settings: PipelineSettings, batch: bool = True) -> PageRunner:
     """In this process (``--no-sandbox``), else in a sandbox with the settings' limits
     (DRIPSTREAM_PAGE_TIMEOUT_S, DRIPSTREAM_PAGE_MEMORY_MIB). Its zygote is warmed for a
-    ``batch``, whose children it forks again and again: the language model first, the
-    fallback extractor and its first-use state before its second child (a batch that one
-    child serves imports it only if a page falls back); one document needs one child."""
+    ``batch``, whose children it forks again and again: the language model and the URL
+    canonicalizer first, the fallback extractor and its first-use state before its second
+    child (a batch that one child serves imports it only if a page falls back); one
+    document needs one child."""
     if args.no_sandbox:
         return InProcess(settings)
     if not batch:
         return Sandbox(settings, stream_settings(args).limits())
-    return Sandbox(settings, stream_settings(args).limits(), load_detector, warm_up_extractor)
+    return Sandbox(settings, stream_settings(args).limits(), warm_up_page_work, warm_up_extractor)
 
 
 def _single_document(args: argparse.Namespace) -> bool:

@@ -75,3 +75,18 @@ def test_the_cli_and_the_stream_import_the_fallback_extractor_only_when_used() -
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "True"]  # start-up skips it; the zygote loads it
+
+
+def test_the_zygote_imports_the_url_canonicalizer_so_no_child_pays_for_it() -> None:
+    script = (
+        "import sys, dripstream.streams.cli.offline\n"
+        "print('w3lib.url' in sys.modules)\n"
+        "from dripstream.processors.pipeline import warm_up_page_work\n"
+        "warm_up_page_work()\n"
+        "print('w3lib.url' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "True"]  # start-up skips it; the zygote loads it
