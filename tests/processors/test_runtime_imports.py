@@ -62,31 +62,31 @@ def test_the_runtime_imports_no_training_module() -> None:
     assert report["training"] == []
 
 
-def test_the_cli_and_the_stream_import_the_fallback_extractor_only_when_used() -> None:
+def _loaded_at_start_and_after(warm_up: str, module: str, started: str) -> list[str]:
+    """Whether ``module`` is imported once ``started`` is, then after the pipeline's
+    ``warm_up`` function ran (as a sandbox's zygote runs it)."""
     script = (
-        "import sys, dripstream.streams.cli.offline, dripstream.streams.app\n"
-        "print('trafilatura' in sys.modules)\n"
-        "from dripstream.processors.pipeline import warm_up\n"
-        "warm_up()\n"
-        "print('trafilatura' in sys.modules)\n"
+        f"import sys, {started}\n"
+        f"print({module!r} in sys.modules)\n"
+        f"from dripstream.processors.pipeline import {warm_up}\n"
+        f"{warm_up}()\n"
+        f"print({module!r} in sys.modules)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["False", "True"]  # start-up skips it; the zygote loads it
+    return result.stdout.split()
+
+
+def test_the_cli_and_the_stream_import_the_fallback_extractor_only_when_used() -> None:
+    started = "dripstream.streams.cli.offline, dripstream.streams.app"
+    # start-up skips it; the zygote loads it
+    assert _loaded_at_start_and_after("warm_up", "trafilatura", started) == ["False", "True"]
 
 
 def test_the_zygote_imports_the_url_canonicalizer_so_no_child_pays_for_it() -> None:
-    script = (
-        "import sys, dripstream.streams.cli.offline\n"
-        "print('w3lib.url' in sys.modules)\n"
-        "from dripstream.processors.pipeline import warm_up_page_work\n"
-        "warm_up_page_work()\n"
-        "print('w3lib.url' in sys.modules)\n"
+    loaded = _loaded_at_start_and_after(
+        "warm_up_page_work", "w3lib.url", "dripstream.streams.cli.offline"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["False", "True"]  # start-up skips it; the zygote loads it
+    assert loaded == ["False", "True"]  # start-up skips it; the zygote loads it
