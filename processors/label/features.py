@@ -475,13 +475,6 @@ def block_features(
             _add_tokens(matrix, i, c_cols[parent])
     grandparents = [c_parent[p] if p >= 0 else -1 for p in parents]
 
-    def per_block(values: Sequence[float], default: float = 0.0) -> list[float]:
-        """Of a per-container value, the value of each block's parent (else ``default``)."""
-        return [float(values[p]) if p >= 0 else default for p in parents]
-
-    def per_grand(values: Sequence[float], default: float = 0.0) -> list[float]:
-        return [float(values[g]) if g >= 0 else default for g in grandparents]
-
     c_tag_code = [TAG_CODES.get(tag, 0) for tag in c_tag]
     heading = [TAG_CODES["h1"] <= tag <= TAG_CODES["h6"] for tag in tags]
     title_match = [0.0] * n
@@ -563,9 +556,9 @@ def block_features(
     for key in zip(parents, tags, strict=True):
         same_tag[key] = same_tag.get(key, 0) + 1
     c_link_share = [sub_link[c] / sub_text[c] if sub_text[c] > 0 else 1.0 for c in range(n_cont)]
-    in_best = per_block(under_best)
+    in_best = _per_container(parents, under_best)
     best_depth = c_depth[best] if best >= 0 else 0
-    parent_depth = per_block(c_depth)
+    parent_depth = _per_container(parents, c_depth)
 
     # -- columns ------------------------------------------------------------------------
     longest = max(range(n), key=text_len.__getitem__)
@@ -589,8 +582,8 @@ def block_features(
     page_values.extend((f"hint_{name}", 1.0) for name in sorted(set(hints) & _HINT_SET))
     columns: dict[str, list[float]] = {
         "tag": [float(tag) for tag in tags],
-        "parent_tag": per_block(c_tag_code),
-        "grandparent_tag": per_grand(c_tag_code),
+        "parent_tag": _per_container(parents, c_tag_code),
+        "grandparent_tag": _per_container(grandparents, c_tag_code),
         "log_text": log_text,
         "log_words": [math.log1p(value) for value in words],
         "link_share": link_share,
@@ -603,23 +596,25 @@ def block_features(
         "currency": currency,
         "is_heading": [float(flag) for flag in heading],
         "depth": parent_depth,
-        "in_article": per_block(c_article),
-        "in_cell": per_block(c_cell),
+        "in_article": _per_container(parents, c_article),
+        "in_cell": _per_container(parents, c_cell),
         "own_negative": [float(value) for value in own_negative],
         "own_positive": [float(value) for value in own_positive],
-        "anc_negative": per_block(c_neg),
-        "anc_positive": per_block(c_pos),
+        "anc_negative": _per_container(parents, c_neg),
+        "anc_positive": _per_container(parents, c_pos),
         "inner_negative": [float(value) for value in inner_negative],
         "pos_index": [i / n for i in range(n)],
         "dist_longest": [(i - longest) / n for i in range(n)],
         "rel_text": [value / longest_text for value in text_len],
-        "parent_blocks": per_block(sub_blocks),
-        "parent_text_share": [value / total_text for value in per_block(sub_text)],
-        "parent_link_share": per_block(c_link_share, 1.0),
-        "grand_blocks": per_grand(sub_blocks),
-        "grand_text_share": [value / total_text for value in per_grand(sub_text)],
-        "grand_link_share": per_grand(c_link_share, 1.0),
-        "parent_class_repeat": per_block([key_count.get(key, 0) if key else 0 for key in c_key]),
+        "parent_blocks": _per_container(parents, sub_blocks),
+        "parent_text_share": [value / total_text for value in _per_container(parents, sub_text)],
+        "parent_link_share": _per_container(parents, c_link_share, 1.0),
+        "grand_blocks": _per_container(grandparents, sub_blocks),
+        "grand_text_share": [
+            value / total_text for value in _per_container(grandparents, sub_text)
+        ],
+        "grand_link_share": _per_container(grandparents, c_link_share, 1.0),
+        "parent_class_repeat": _per_container(parents, [key_count.get(k, 0) for k in c_key]),
         "same_tag_siblings": [float(same_tag[key]) for key in zip(parents, tags, strict=True)],
         "card_repeat": [card[0] for card in cards],
         "card_blocks": [card[1] for card in cards],
@@ -659,6 +654,14 @@ def block_features(
     for name, value in page_values:
         matrix[_COL[name] :: N_FEATURES] = array("f", [value]) * n
     return PageFeatures(matrix, parents, grandparents, signature)
+
+
+def _per_container(
+    containers: Sequence[int], values: Sequence[float], default: float = 0.0
+) -> list[float]:
+    """Per block, the value of its container (``containers``: each block's parent or
+    grandparent index), else ``default``."""
+    return [float(values[c]) if c >= 0 else default for c in containers]
 
 
 def _add_tokens(matrix: array, block: int, columns: tuple[int, ...]) -> None:
@@ -748,7 +751,8 @@ def context_features(p: Sequence[float], features: PageFeatures) -> array:
     padded = [0.0] * _REACH + list(p) + [0.0] * (_REACH + 1)
     # the largest p over each run of _REACH blocks: before block i starts at i, after at i+6
     reach = [max(padded[j : j + _REACH]) for j in range(n + _REACH + 1)]
-    cum_pw = _running_sums([p[i] * w[i] for i in range(n)])
+    weighted = [p[i] * w[i] for i in range(n)]
+    cum_pw = _running_sums(weighted)
     cum_w = _running_sums(w)
     windows: list[list[float]] = []
     for size in (3, 7, 15):
@@ -760,7 +764,7 @@ def context_features(p: Sequence[float], features: PageFeatures) -> array:
     rank = [0.0] * n
     for position, i in enumerate(sorted(range(n), key=p.__getitem__)):
         rank[i] = position / max(n - 1, 1)
-    mean = pairwise_sum([p[i] * w[i] for i in range(n)]) / w_total
+    mean = pairwise_sum(weighted) / w_total
     main_share = pairwise_sum([w[i] for i in range(n) if p[i] >= 0.5]) / w_total
     top = max(p)
     parent = _container_mean(features.parent, p, w)
