@@ -18,8 +18,10 @@ model saw.
 Model: two LightGBM binary classifiers (``PARAMS``: 50 trees in the first pass, 80 in the
 context pass, 31 leaves, learning rate 0.1, row and feature subsampling 0.8, fixed
 ``seed``, deterministic, row-wise histograms, 2 threads), tag codes as categorical
-features, each block weighted by 1 + log(1 + visible characters) (words decide the
-scores, not block counts): the first on the block features, the context booster on those
+features, each block weighted by 1 + log(1 + visible characters), scaled so that every
+page's blocks weigh ``PAGE_WEIGHT`` together (the scores are means over pages, so every
+page counts alike; within a page, text decides): the first on the block features, the
+context booster on those
 plus the context pass's columns (``features.context_features``) computed from first-pass
 probabilities of pages that pass did not train on (``fit_model``: 3 folds by site).
 Reproducible: same data, same seed -> the same model file.
@@ -107,6 +109,9 @@ PARAMS: dict[str, Any] = {
     "num_threads": 2,
     "verbose": -1,
 }
+# What the blocks of one page weigh together in training: every page alike (about what
+# the mean page weighed when blocks were weighted by their text alone).
+PAGE_WEIGHT = 500.0
 NUM_TREES = 50  # the first pass
 CONTEXT_TREES = 80  # the context pass
 CONTEXT_FOLDS = 3  # folds by site for the first-pass probabilities the context pass learns on
@@ -167,6 +172,13 @@ def matrix_array(matrix: array, columns: int) -> np.ndarray:
     return np.frombuffer(matrix, dtype=np.float32).reshape(-1, columns)
 
 
+def block_weights(X: np.ndarray) -> np.ndarray:
+    """Per block of a page's feature matrix, its training weight: 1 + log(1 + visible
+    characters), scaled so that the page's blocks weigh ``PAGE_WEIGHT`` together."""
+    weight = 1.0 + X[:, FEATURE_NAMES.index("log_text")].astype(np.float64)
+    return weight * (PAGE_WEIGHT / weight.sum()) if len(weight) else weight
+
+
 def prepare_pages(
     rows: Iterable[dict], file: str, progress: Callable[[int], None] | None = None
 ) -> list[PageData]:
@@ -189,8 +201,7 @@ def prepare_pages(
                 record["hints"],
             )
             y = np.array([label == MAIN for label in record["labels"]], dtype=float)
-        X = matrix_array(features.matrix, N_FEATURES)
-        weight = 1.0 + X[:, FEATURE_NAMES.index("log_text")]
+        weight = block_weights(matrix_array(features.matrix, N_FEATURES))
         pages.append(
             PageData(
                 file, str(row.get("id")), page_group(row), page_type(row), row, features, y, weight

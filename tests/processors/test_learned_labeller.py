@@ -30,6 +30,7 @@ from dripstream.processors.label.learned import (
 from dripstream.processors.label.registry import build_labeller
 from dripstream.processors.pipeline import PipelineSettings, extract_pages, simplify_page
 from dripstream.processors.training.train import (
+    PAGE_WEIGHT,
     fit_model,
     group_folds,
     isotonic,
@@ -288,6 +289,19 @@ def test_training_both_passes_is_reproducible(data_dir: Path) -> None:
         probabilities.shape == (len(pages[0].y),)
         and ((probabilities >= 0) & (probabilities <= 1)).all()
     )
+
+
+def test_every_page_weighs_the_same_in_training_and_text_decides_within_a_page(
+    data_dir: Path,
+) -> None:
+    pages = prepare_pages(load_rows(data_dir / "articles_dev.jsonl")[:6], "articles_dev")
+    assert len({len(page.y) for page in pages}) > 1  # pages of different sizes
+    log_text = FEATURE_NAMES.index("log_text")
+    for page in pages:
+        assert page.weight.sum() == pytest.approx(PAGE_WEIGHT)
+        order = np.argsort(page.X[:, log_text], kind="stable")
+        assert (np.diff(page.weight[order]) >= 0).all()  # more text, never less weight
+        assert page.weight.min() > 0
 
 
 def test_numpy_sums_and_interpolation_are_matched_to_the_last_bit() -> None:
