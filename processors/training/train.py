@@ -21,9 +21,9 @@ context pass, 31 leaves, learning rate 0.1, row and feature subsampling 0.8, fix
 features, each block weighted by 1 + log(1 + visible characters), scaled so that every
 page's blocks weigh ``PAGE_WEIGHT`` together (the scores are means over pages, so every
 page counts alike; within a page, text decides): the first on the block features, the
-context booster on those
-plus the context pass's columns (``features.context_features``) computed from first-pass
-probabilities of pages that pass did not train on (``fit_model``: 3 folds by site).
+context booster on those plus the context pass's columns (``features.context_features``)
+computed from first-pass probabilities of pages that pass did not train on (``fit_model``:
+3 folds by site).
 Reproducible: same data, same seed -> the same model file.
 
 ``train(data_dir, model_path, seed)`` trains on every page and writes the model file with
