@@ -25,10 +25,9 @@ import uuid
 from pathlib import Path
 
 from dripstream.processors.extract.fallback import warm_up_extractor
-from dripstream.processors.extract.language import load_detector
 from dripstream.processors.extract.sandbox import Limits, Sandbox
 from dripstream.processors.label.registry import DEFAULT_LABELLER, build_labeller
-from dripstream.processors.pipeline import PipelineSettings, extract_pages
+from dripstream.processors.pipeline import PipelineSettings, extract_pages, warm_up_page_work
 from dripstream.streams.demo import broker, start_worker, stop_process
 from dripstream.streams.envelope import SOURCE_HEADER
 from dripstream.streams.kafka import create_topics
@@ -102,7 +101,7 @@ def main() -> None:
     offline_rate = len(pages) / (time.perf_counter() - started)
     offline_cpu = time.process_time() - cpu_started
     # The same, with per-page work in the sandbox child, as `dripstream extract` runs it.
-    with Sandbox(PipelineSettings(), Limits(), load_detector, warm_up_extractor) as sandbox:
+    with Sandbox(PipelineSettings(), Limits(), warm_up_page_work, warm_up_extractor) as sandbox:
         extract_pages(pages[:16], labeller, PipelineSettings(), sandbox)  # warm
         cpu_started = cpu_seconds(os.getpid())
         for start in range(0, len(pages), 32):
