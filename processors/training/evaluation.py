@@ -50,44 +50,41 @@ def _mean_of(pages: Sequence[PageScore], field: str) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def summary(pages: Sequence[PageScore]) -> dict[str, float | int | None]:
+    """``page_count`` and the means over ``pages``: ROUGE-5 (``mean_f1``, ``mean_precision``, ``mean_recall``),
+    word F1 (``mean_word_f1``) and the shares of snippets found and leaked (None where no
+    page has snippets)."""
+    return {
+        "page_count": len(pages),
+        "mean_f1": _mean_of(pages, "f1") or 0.0,
+        "mean_precision": _mean_of(pages, "precision") or 0.0,
+        "mean_recall": _mean_of(pages, "recall") or 0.0,
+        "mean_word_f1": _mean_of(pages, "word_f1") or 0.0,
+        "with_found": _mean_of(pages, "with_found"),
+        "without_leaked": _mean_of(pages, "without_leaked"),
+    }
+
+
 @dataclass(frozen=True)
 class EvalReport:
     labeller: str
     pages: list[PageScore]
     templates: dict[str, object] | None = None
 
-    def _mean(self, field: str) -> float:
-        return _mean_of(self.pages, field) or 0.0
-
-    @property
-    def mean_f1(self) -> float:
-        return self._mean("f1")
-
     def by_page_type(self) -> dict[str, dict[str, float | int | None]]:
+        """``summary`` of each ``meta.page_type``'s pages (pages without one are left out)."""
         groups: dict[str, list[PageScore]] = {}
         for page in self.pages:
             if page.page_type:
                 groups.setdefault(page.page_type, []).append(page)
-        return {
-            kind: {
-                "pages": len(pages),
-                "rouge5_f1": _mean_of(pages, "f1"),
-                "word_f1": _mean_of(pages, "word_f1"),
-                "with_found": _mean_of(pages, "with_found"),
-                "without_leaked": _mean_of(pages, "without_leaked"),
-            }
-            for kind, pages in sorted(groups.items())
-        }
+        return {kind: summary(pages) for kind, pages in sorted(groups.items())}
 
     def to_json(self) -> dict[str, object]:
+        """``summary`` of every page, ``by_page_type``, the templates' share (with the cache
+        on) and each page's scores: the same keys at the top and for each page type."""
         report: dict[str, object] = {
             "labeller": self.labeller,
-            "mean_f1": self.mean_f1,
-            "mean_precision": self._mean("precision"),
-            "mean_recall": self._mean("recall"),
-            "mean_word_f1": self._mean("word_f1"),
-            "with_found": _mean_of(self.pages, "with_found"),
-            "without_leaked": _mean_of(self.pages, "without_leaked"),
+            **summary(self.pages),
             "by_page_type": self.by_page_type(),
         }
         if self.templates is not None:

@@ -280,8 +280,8 @@ def _print_report(report: EvalReport) -> None:
             print(f"  subset {subset}: mean F1 {mean:.4f}")
     for kind, scores in report.by_page_type().items():
         print(
-            f"  {kind:14s} {scores['pages']:5d} pages  ROUGE-5 {scores['rouge5_f1']:.4f}  "
-            f"word F1 {scores['word_f1']:.4f}"
+            f"  {kind:14s} {scores['page_count']:5d} pages  ROUGE-5 {scores['mean_f1']:.4f}  "
+            f"word F1 {scores['mean_word_f1']:.4f}"
         )
     if report.templates is not None:
         print(f"templates: {json.dumps(report.templates)}")

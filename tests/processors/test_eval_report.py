@@ -43,7 +43,15 @@ def test_eval_reports_word_f1_and_snippets_per_page_type() -> None:
     assert report["mean_word_f1"] > 0.9 and report["with_found"] == 1.0
     assert report["without_leaked"] == 0.0
     assert set(report["by_page_type"]) == {"article", "forum"}
-    assert report["by_page_type"]["article"]["pages"] == 2
+    assert report["page_count"] == 3 and report["by_page_type"]["article"]["page_count"] == 2
+    forum = report["by_page_type"]["forum"]
+    assert forum["page_count"] == 1 and forum["mean_word_f1"] == report["pages"][2]["word_f1"]
+
+
+def test_eval_reports_the_same_keys_for_the_file_and_each_page_type() -> None:
+    report = evaluate([row(1, "article")], HeuristicLabeller(), PipelineSettings()).to_json()
+    whole = {key for key in report if key not in ("labeller", "by_page_type", "pages")}
+    assert set(report["by_page_type"]["article"]) == whole
 
 
 def test_eval_with_the_template_cache_reports_its_share_and_agreement() -> None:
