@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/learned_labeller.py labels  [--data DIR]   # derivation check
     .venv/bin/python benchmarks/learned_labeller.py cv      [--data DIR] [--train MODEL]
                                                   [--seed N [N ...]]
+    .venv/bin/python benchmarks/learned_labeller.py types   [--data DIR] [--seed N [N ...]]
+    .venv/bin/python benchmarks/learned_labeller.py distant [--model FILE]
     .venv/bin/python benchmarks/learned_labeller.py speed   [--data DIR] [--repeat N]
                                                   [--file NAME --every N]
     .venv/bin/python benchmarks/learned_labeller.py stages  [--data DIR] [--repeat N]
@@ -14,6 +16,13 @@
   file-out), the learned labeller through the whole pipeline beside trafilatura and
   rs-trafilatura on the same pages; with ``--train`` it then trains on everything and
   writes the model file with the calibration fitted on the out-of-fold pages;
+* ``types``: each wcxb_dev page type left out of training whole (with the sites of its
+  pages), the model trained on the rest (news files included) scored on it: a harder shift
+  than new sites, to check that a change generalises beyond the page types it was seen on;
+* ``distant``: word F1 of a model (default: the shipped one) on the distant documentation
+  pages, 607 pages of 12 sites that the shipped model never trained on, their gold the
+  main region their own markup declares (``processors.training.distant``): per page and
+  per site;
 * ``speed``: the whole CPU path (decode, simplify, token count, learned labels,
   reconstruction or fallback, the second opinion) on one pinned core over articles_dev
   (or every ``--every``-th page of ``--file``), the same path without the second opinion
@@ -39,16 +48,22 @@ from pathlib import Path
 
 from dripstream.processors.errors import PageError
 from dripstream.processors.extract.reconstruct import reconstruct
+from dripstream.processors.label.learned import LearnedModel
+from dripstream.processors.training.distant import load_distant_rows
 from dripstream.processors.training.labels import agreement_with_marks, derive_page
 from dripstream.processors.training.scoring import score_page
 from dripstream.processors.training.train import (
+    DISTANT,
     TRAIN_FILES,
     CVReport,
     cross_validate,
+    evaluate_learned,
     file_key,
+    fit_model,
     fit_second_opinion,
     load_pages,
     load_rows,
+    prepare_pages,
     train,
     with_second_opinion,
 )
@@ -294,7 +309,6 @@ def stages_run(data: Path, out: Path, repeat: int, model: str | None) -> dict[st
     from dripstream.processors.extract.simplify import check_markup, simplify
     from dripstream.processors.ingest.sources import raw_page_from_row
     from dripstream.processors.label.features import block_features
-    from dripstream.processors.label.learned import LearnedModel
     from dripstream.processors.pipeline import PipelineSettings, decoded_page_utf8
     from dripstream.topics.records import MAIN, OTHER, page_id
 
@@ -335,17 +349,70 @@ def stages_run(data: Path, out: Path, repeat: int, model: str | None) -> dict[st
     return ms
 
 
+def types_run(data: Path, out: Path, seeds: list[int]) -> dict:
+    """Word F1 of each wcxb_dev page type under a model that never saw the type, nor a site
+    of its pages, per seed; the mean and the worst over the seeds (``types.json``)."""
+    pages = load_pages(data)
+    kinds = sorted({page.page_type for page in pages if page.file == "wcxb_dev"})
+    scores: dict[str, list[float]] = {kind: [] for kind in kinds}
+    for seed in seeds:
+        for kind in kinds:
+            test = [p for p in pages if p.file == "wcxb_dev" and p.page_type == kind]
+            sites = {page.group for page in test}
+            training = [
+                p
+                for p in pages
+                if p.group not in sites and not (p.file == "wcxb_dev" and p.page_type == kind)
+            ]
+            results = evaluate_learned(test, fit_model(training, seed), rouge=False)
+            scores[kind].append(statistics.mean(result.word_f1 for result in results))
+            _log(f"seed {seed} {kind}: {scores[kind][-1]:.4f} ({len(training)} pages trained on)")
+    summary = {
+        kind: {"mean": statistics.mean(v), "worst": min(v), "seeds": v}
+        for kind, v in scores.items()
+    }
+    for kind, row in summary.items():
+        print(f"{kind:14s} word F1 {row['mean']:.4f} ({row['worst']:.4f})")
+    type_mean = statistics.mean(row["mean"] for row in summary.values())
+    print(f"mean over types {type_mean:.4f}")
+    result = {"seeds": seeds, "types": summary, "mean_over_types": type_mean}
+    (out / "types.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def distant_run(out: Path, model: str | None) -> dict:
+    """The learned labeller's word F1 on the distant documentation pages, per site."""
+    pages = prepare_pages(load_distant_rows(), DISTANT)
+    results = evaluate_learned(pages, LearnedModel.load(model), rouge=False)
+    sites: dict[str, list[float]] = {}
+    for page, result in zip(pages, results, strict=True):
+        sites.setdefault(page.group, []).append(result.word_f1)
+    per_site = {site: statistics.mean(scores) for site, scores in sorted(sites.items())}
+    result = {
+        "model": model or "shipped",
+        "pages": len(pages),
+        "page_mean": statistics.mean(result.word_f1 for result in results),
+        "site_mean": statistics.mean(per_site.values()),
+        "sites": per_site,
+    }
+    print(json.dumps(result, indent=1))
+    (out / "distant.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("labels", "cv", "speed", "stages"))
+    parser.add_argument("what", choices=("labels", "cv", "types", "distant", "speed", "stages"))
     parser.add_argument("--data", default="../shared/data")
     parser.add_argument("--out", default="out/learned")
-    parser.add_argument("--seed", type=int, nargs="+", default=[0], help="cv: one or several seeds")
+    parser.add_argument(
+        "--seed", type=int, nargs="+", default=[0], help="cv, types: one or several seeds"
+    )
     parser.add_argument("--train", metavar="MODEL", help="cv: then train and write MODEL")
     parser.add_argument(
         "--distant", action="store_true", help="cv: also train on the distant documentation pages"
     )
-    parser.add_argument("--model", help="speed: model file (default: the shipped one)")
+    parser.add_argument("--model", help="speed, distant: model file (default: the shipped one)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--file", default="articles_dev.jsonl", help="speed: the pages")
     parser.add_argument("--every", type=int, default=1, help="speed: every N-th page of --file")
@@ -357,6 +424,10 @@ def main() -> None:
         labels_check(data, out)
     elif args.what == "cv":
         cv_run(data, out, args.seed, args.train, args.distant)
+    elif args.what == "types":
+        types_run(data, out, args.seed)
+    elif args.what == "distant":
+        distant_run(out, args.model)
     elif args.what == "speed":
         speed_run(data, out, args.repeat, args.model, args.file, args.every)
     else:

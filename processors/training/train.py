@@ -16,8 +16,9 @@ other files that share a group with it are dropped too, so no score comes from a
 model saw.
 
 Model: two LightGBM binary classifiers (``PARAMS``: 50 trees in the first pass, 80 in the
-context pass, 31 leaves, learning rate 0.1, row and feature subsampling 0.8, fixed
-``seed``, deterministic, row-wise histograms, 2 threads), tag codes as categorical
+context pass, 31 leaves, each split's threshold drawn at random (extremely randomised
+trees), learning rate 0.1, row and feature subsampling 0.8, fixed ``seed``,
+deterministic, row-wise histograms, 2 threads), tag codes as categorical
 features, each block weighted by 1 + log(1 + visible characters), scaled so that every
 page's blocks weigh ``PAGE_WEIGHT`` together (the scores are means over pages, so every
 page counts alike; within a page, text decides): the first on the block features, the
@@ -95,6 +96,7 @@ RULE_SPLITS = 10
 GOOD_F1 = 0.8  # a page is "good" (confidence target) at WCXB word F1 >= this
 PARAMS: dict[str, Any] = {
     "objective": "binary",
+    "extra_trees": True,  # each split's threshold drawn at random (docs/labellers-design.md)
     "learning_rate": 0.1,
     "num_leaves": 31,
     "min_data_in_leaf": 40,
