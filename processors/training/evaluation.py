@@ -51,9 +51,9 @@ def _mean_of(pages: Sequence[PageScore], field: str) -> float | None:
 
 
 def summary(pages: Sequence[PageScore]) -> dict[str, float | int | None]:
-    """``page_count`` and the means over ``pages``: ROUGE-5 (``mean_f1``, ``mean_precision``, ``mean_recall``),
-    word F1 (``mean_word_f1``) and the shares of snippets found and leaked (None where no
-    page has snippets)."""
+    """``page_count`` and the means over ``pages``: ROUGE-5 (``mean_f1``,
+    ``mean_precision``, ``mean_recall``), word F1 (``mean_word_f1``) and the shares of
+    snippets found and leaked (None where no page has snippets)."""
     return {
         "page_count": len(pages),
         "mean_f1": _mean_of(pages, "f1") or 0.0,
