@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/learned_labeller.py cv      [--data DIR] [--train MODEL]
                                                   [--seed N [N ...]]
     .venv/bin/python benchmarks/learned_labeller.py types   [--data DIR] [--seed N [N ...]]
+    .venv/bin/python benchmarks/learned_labeller.py thresholds [--data DIR] [--seed N [N ...]]
     .venv/bin/python benchmarks/learned_labeller.py distant [--model FILE]
     .venv/bin/python benchmarks/learned_labeller.py speed   [--data DIR] [--repeat N]
                                                   [--file NAME --every N]
@@ -19,6 +20,8 @@
 * ``types``: each wcxb_dev page type left out of training whole (with the sites of its
   pages), the model trained on the rest (news files included) scored on it: a harder shift
   than new sites, to check that a change generalises beyond the page types it was seen on;
+* ``thresholds``: the grouped CV's out-of-fold scores (learned labeller only) at each of
+  ``THRESHOLDS``, the same fold models scored at every one, per page type and news file;
 * ``distant``: word F1 of a model (default: the shipped one) on the distant documentation
   pages, 607 pages of 12 sites that the shipped model never trained on, their gold the
   main region their own markup declares (``processors.training.distant``): per page and
@@ -57,6 +60,7 @@ from dripstream.processors.training.train import (
     TRAIN_FILES,
     CVReport,
     cross_validate,
+    cv_splits,
     evaluate_learned,
     file_key,
     fit_model,
@@ -380,6 +384,43 @@ def types_run(data: Path, out: Path, seeds: list[int]) -> dict:
     return result
 
 
+THRESHOLDS = (0.4, 0.45, 0.5, 0.55, 0.6)
+
+
+def thresholds_run(data: Path, out: Path, seeds: list[int]) -> dict:
+    """Mean and worst seed of each group's out-of-fold score at each of ``THRESHOLDS``
+    (``thresholds.json``): what the decision threshold trades between groups."""
+    pages = load_pages(data)
+    scores: dict[float, dict[str, list[float]]] = {t: {} for t in THRESHOLDS}
+    for seed in seeds:
+        per: dict[float, dict[str, list[float]]] = {t: {} for t in THRESHOLDS}
+        for name, test, training in cv_splits(pages, seed=seed):
+            model = fit_model(training, seed)
+            rouge = not name.startswith("wcxb")
+            for threshold in THRESHOLDS:
+                model.threshold = threshold
+                for page, result in zip(test, evaluate_learned(test, model, rouge), strict=True):
+                    group = page.file if rouge else page.page_type
+                    score = result.rouge5 if rouge else result.word_f1
+                    for key in (group, "all") if not rouge else (group,):
+                        per[threshold].setdefault(key, []).append(score)
+            _log(f"seed {seed} {name} scored")
+        for threshold, groups in per.items():
+            for group, values in groups.items():
+                scores[threshold].setdefault(group, []).append(statistics.mean(values))
+    groups = sorted(scores[THRESHOLDS[0]])
+    print("group".ljust(16) + "".join(f"{t:>16}" for t in THRESHOLDS))
+    for group in groups:
+        cells = (
+            f"{statistics.mean(v):.4f} ({min(v):.4f})"
+            for v in (scores[t][group] for t in THRESHOLDS)
+        )
+        print(group.ljust(16) + "".join(cell.rjust(16) for cell in cells))
+    result = {"seeds": seeds, "scores": {str(t): v for t, v in scores.items()}}
+    (out / "thresholds.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
 def distant_run(out: Path, model: str | None) -> dict:
     """The learned labeller's word F1 on the distant documentation pages, per site."""
     pages = prepare_pages(load_distant_rows(), DISTANT)
@@ -402,7 +443,9 @@ def distant_run(out: Path, model: str | None) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("labels", "cv", "types", "distant", "speed", "stages"))
+    parser.add_argument(
+        "what", choices=("labels", "cv", "types", "thresholds", "distant", "speed", "stages")
+    )
     parser.add_argument("--data", default="../shared/data")
     parser.add_argument("--out", default="out/learned")
     parser.add_argument(
@@ -426,6 +469,8 @@ def main() -> None:
         cv_run(data, out, args.seed, args.train, args.distant)
     elif args.what == "types":
         types_run(data, out, args.seed)
+    elif args.what == "thresholds":
+        thresholds_run(data, out, args.seed)
     elif args.what == "distant":
         distant_run(out, args.model)
     elif args.what == "speed":

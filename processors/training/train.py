@@ -548,6 +548,23 @@ def _held_out_training(pages: Sequence[PageData], test: Sequence[PageData]) -> l
     return [p for p in pages if id(p) not in test_ids and p.group not in test_groups]
 
 
+def cv_splits(
+    pages: Sequence[PageData], folds: int = CV_FOLDS, seed: int = 0
+) -> list[tuple[str, list[PageData], list[PageData]]]:
+    """The cross-validation's splits, each (name, test pages, training pages): wcxb_dev in
+    ``folds`` folds by domain, then each other file held out whole (``DISTANT`` pages only
+    train); no training page shares a group with a test page."""
+    wcxb = [page for page in pages if page.file == "wcxb_dev"]
+    fold_of = group_folds([page.group for page in wcxb], folds, seed)
+    tests: list[tuple[str, list[PageData]]] = [
+        (f"wcxb fold {k}", [p for p, f in zip(wcxb, fold_of, strict=True) if f == k])
+        for k in range(folds)
+    ]
+    for name in sorted({page.file for page in pages} - {"wcxb_dev", DISTANT}):
+        tests.append((f"{name} held out", [page for page in pages if page.file == name]))
+    return [(name, test, _held_out_training(pages, test)) for name, test in tests]
+
+
 def cross_validate(
     data_dir: str | Path = "../shared/data",
     seed: int = 0,
@@ -567,16 +584,7 @@ def cross_validate(
     if pages is None:
         pages = load_pages(data_dir, files)
     report = CVReport(seed, folds)
-    wcxb = [page for page in pages if page.file == "wcxb_dev"]
-    fold_of = group_folds([page.group for page in wcxb], folds, seed)
-    splits: list[tuple[str, list[PageData]]] = [
-        (f"wcxb fold {k}", [p for p, f in zip(wcxb, fold_of, strict=True) if f == k])
-        for k in range(folds)
-    ]
-    for name in sorted({page.file for page in pages} - {"wcxb_dev", DISTANT}):
-        splits.append((f"{name} held out", [page for page in pages if page.file == name]))
-    for name, test in splits:
-        training = _held_out_training(pages, test)
+    for name, test, training in cv_splits(pages, folds, seed):
         t0 = time.perf_counter()
         model = fit_model(training, seed, num_trees)
         rouge = not name.startswith("wcxb")

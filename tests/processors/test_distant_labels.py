@@ -14,6 +14,7 @@ from dripstream.processors.training.train import (
     DISTANT,
     _held_out_training,
     cross_validate,
+    cv_splits,
     load_rows,
     prepare_pages,
 )
@@ -80,3 +81,17 @@ def test_a_distant_page_of_a_scored_site_is_left_out_of_its_training() -> None:
     same_site, other_site = prepare_pages([first, other], DISTANT)
     test = prepare_pages([{**first, "id": "scored"}], "wcxb_dev")
     assert _held_out_training([same_site, other_site, *test], test) == [other_site]
+
+
+def test_cv_splits_score_every_page_once_and_never_train_on_a_scored_site() -> None:
+    rows = load_distant_rows()
+    scored = prepare_pages(rows[::60], "wcxb_dev")
+    distant = prepare_pages(rows[30::60], DISTANT)
+    splits = cv_splits(scored + distant, folds=3, seed=0)
+    assert sorted(id(page) for _, test, _ in splits for page in test) == sorted(map(id, scored))
+    for _, test, training in splits:
+        sites = {page.group for page in test}
+        assert not sites & {page.group for page in training}
+        assert [page for page in training if page.file == DISTANT] == [
+            page for page in distant if page.group not in sites
+        ]
