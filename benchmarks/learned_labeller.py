@@ -402,7 +402,8 @@ def thresholds_run(data: Path, out: Path, seeds: list[int]) -> dict:
                 for page, result in zip(test, evaluate_learned(test, model, rouge), strict=True):
                     group = page.file if rouge else page.page_type
                     score = result.rouge5 if rouge else result.word_f1
-                    for key in (group, "all") if not rouge else (group,):
+                    keys = (group,) if rouge else (group, "all")
+                    for key in keys:
                         per[threshold].setdefault(key, []).append(score)
             _log(f"seed {seed} {name} scored")
         for threshold, groups in per.items():
@@ -449,7 +450,7 @@ def main() -> None:
     parser.add_argument("--data", default="../shared/data")
     parser.add_argument("--out", default="out/learned")
     parser.add_argument(
-        "--seed", type=int, nargs="+", default=[0], help="cv, types: one or several seeds"
+        "--seed", type=int, nargs="+", default=[0], help="cv, types, thresholds: seeds"
     )
     parser.add_argument("--train", metavar="MODEL", help="cv: then train and write MODEL")
     parser.add_argument(
