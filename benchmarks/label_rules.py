@@ -39,9 +39,9 @@ from dripstream.processors.training.train import (
     SECOND_OPINION_GRID,
     THRESHOLD,
     SecondOpinion,
-    _held_out_training,
     fit_model,
     group_folds,
+    held_out_training,
     load_pages,
     page_metric,
 )
@@ -60,7 +60,7 @@ def cache(data: str, path: Path) -> None:
     splits += [[p for p in pages if p.file == name] for name in ("articles_dev", "publishers_dev")]
     out = {}
     for test in splits:
-        model = fit_model(_held_out_training(pages, test), 0, NUM_TREES)
+        model = fit_model(held_out_training(pages, test), 0, NUM_TREES)
         for page in test:
             record = derive_page(page.row) if len(page.y) else None
             p = np.array(model.predict(page.page_features) if len(page.y) else [])

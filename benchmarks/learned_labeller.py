@@ -65,6 +65,7 @@ from dripstream.processors.training.train import (
     file_key,
     fit_model,
     fit_second_opinion,
+    held_out_training,
     load_pages,
     load_rows,
     prepare_pages,
@@ -362,11 +363,10 @@ def types_run(data: Path, out: Path, seeds: list[int]) -> dict:
     for seed in seeds:
         for kind in kinds:
             test = [p for p in pages if p.file == "wcxb_dev" and p.page_type == kind]
-            sites = {page.group for page in test}
             training = [
                 p
-                for p in pages
-                if p.group not in sites and not (p.file == "wcxb_dev" and p.page_type == kind)
+                for p in held_out_training(pages, test)
+                if not (p.file == "wcxb_dev" and p.page_type == kind)
             ]
             results = evaluate_learned(test, fit_model(training, seed), rouge=False)
             scores[kind].append(statistics.mean(result.word_f1 for result in results))

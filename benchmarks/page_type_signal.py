@@ -36,8 +36,8 @@ from dripstream.processors.training.train import (
     PARAMS,
     THRESHOLD,
     PageData,
-    _held_out_training,
     group_folds,
+    held_out_training,
     load_pages,
     page_metric,
 )
@@ -175,7 +175,7 @@ def run(pages: list[PageData], variant: str, mapping: dict[int, list[str]]) -> d
     names = [] if variant == "baseline" else TYPE_COLUMNS
     scores: dict[str, list[float]] = defaultdict(list)
     for test in splits:
-        training = _held_out_training(pages, test)
+        training = held_out_training(pages, test)
         extra = VARIANTS[variant](training)
         model = fit_blocks(training, extra, names)
         for page in test:

@@ -542,7 +542,8 @@ class CVReport:
         }
 
 
-def _held_out_training(pages: Sequence[PageData], test: Sequence[PageData]) -> list[PageData]:
+def held_out_training(pages: Sequence[PageData], test: Sequence[PageData]) -> list[PageData]:
+    """``pages`` less ``test`` and every page that shares a group (a site) with it."""
     test_ids = {id(page) for page in test}
     test_groups = {page.group for page in test}
     return [p for p in pages if id(p) not in test_ids and p.group not in test_groups]
@@ -562,7 +563,7 @@ def cv_splits(
     ]
     for name in sorted({page.file for page in pages} - {"wcxb_dev", DISTANT}):
         tests.append((f"{name} held out", [page for page in pages if page.file == name]))
-    return [(name, test, _held_out_training(pages, test)) for name, test in tests]
+    return [(name, test, held_out_training(pages, test)) for name, test in tests]
 
 
 def cross_validate(

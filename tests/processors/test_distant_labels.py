@@ -12,9 +12,9 @@ from dripstream.processors.training.distant import (
 )
 from dripstream.processors.training.train import (
     DISTANT,
-    _held_out_training,
     cross_validate,
     cv_splits,
+    held_out_training,
     load_rows,
     prepare_pages,
 )
@@ -80,7 +80,7 @@ def test_a_distant_page_of_a_scored_site_is_left_out_of_its_training() -> None:
     other = next(row for row in rows if row["meta"]["domain"] != first["meta"]["domain"])
     same_site, other_site = prepare_pages([first, other], DISTANT)
     test = prepare_pages([{**first, "id": "scored"}], "wcxb_dev")
-    assert _held_out_training([same_site, other_site, *test], test) == [other_site]
+    assert held_out_training([same_site, other_site, *test], test) == [other_site]
 
 
 def test_cv_splits_score_every_page_once_and_never_train_on_a_scored_site() -> None:
