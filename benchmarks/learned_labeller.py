@@ -342,7 +342,7 @@ def stages_run(data: Path, out: Path, repeat: int, model: str | None) -> dict[st
             lambda d: block_features(d.simplified_html, d.mapping_blocks, d.title, d.hints),
             documents,
         )
-        probabilities = timed("prediction, both passes", learned.predict, features)
+        probabilities = timed("prediction, every pass", learned.predict, features)
         pages = [
             (d.mapping_blocks, [MAIN if q >= learned.threshold else OTHER for q in p], raw.url)
             for d, p, raw in zip(documents, probabilities, raws, strict=True)

@@ -1,15 +1,16 @@
 """The learned CPU labeller: a gradient-boosted tree classifier (LightGBM) over per-block
 features.
 
-Per page: features (``features``, one parse of the simplified page), then two predictions
-on the page's matrix (:mod:`dripstream.processors.label.booster`): the first booster reads
-the block features alone; the context booster reads them plus what the first thought of
-the block's surroundings (``features.context_features``: neighbours, windows, the block's
-containers, the page). A block is main where the context booster's p >= the model's
-threshold, or, on a page whose most likely block is main but below threshold +
-``margin``, where p >= that block's p less the margin. A page with no block at the
-threshold keeps none (the fallback extracts it). The context booster is trained on
-first-pass probabilities of pages the first booster did not see
+Per page: features (``features``, one parse of the simplified page), then a chain of
+predictions on the page's matrix (:mod:`dripstream.processors.label.booster`): the first
+booster reads the block features alone; each context booster reads them plus, for every
+pass before it, what that pass thought of the block's surroundings
+(``features.context_features``: neighbours, windows, the block's containers, the page).
+A block is main where the last booster's p >= the model's threshold, or, on a page whose
+most likely block is main but below threshold + ``margin``, where p >= that block's p less
+the margin. A page with no block at the
+threshold keeps none (the fallback extracts it). Each context booster is trained on
+the earlier passes' probabilities of pages those passes did not see
 (``dripstream.processors.training.train.fit_model``), as it meets them at run time.
 The model file is LightGBM's text format, loaded without pickle; same data and seed give
 the same file. Why this model and these rules: docs/labellers-design.md.
@@ -119,11 +120,11 @@ class LearnedModel:
         calibration: dict[str, list[float]] | None = None,
         meta: dict[str, Any] | None = None,
         second_opinion: SecondOpinion | None = None,
-        context_booster: Booster | None = None,
+        context_boosters: Sequence[Booster] = (),
         margin: float = 0.0,
     ) -> None:
         self.booster = booster
-        self.context_booster = context_booster
+        self.context_boosters = list(context_boosters)
         self.threshold = threshold
         self.margin = margin
         self.calibration = calibration
@@ -141,14 +142,14 @@ class LearnedModel:
                 f"{path}: features v{document.get('feature_version')}, code v{FEATURE_VERSION}"
             )
         rule = document.get("second_opinion")
-        context = document.get("lightgbm_context")
+        context = document.get("lightgbm_context") or []
         return cls(
             Booster(document["lightgbm"]),
             threshold=float(document["threshold"]),
             calibration=document.get("calibration"),
             meta=document.get("meta", {}),
             second_opinion=SecondOpinion(**rule) if rule else None,
-            context_booster=Booster(context) if context else None,
+            context_boosters=[Booster(model) for model in _as_list(context)],
             margin=float(document.get("margin", 0.0)),
         )
 
@@ -163,25 +164,23 @@ class LearnedModel:
             "second_opinion": self.second_opinion._asdict() if self.second_opinion else None,
             "meta": self.meta,
             "lightgbm": self.booster.model,
-            "lightgbm_context": self.context_booster.model if self.context_booster else None,
+            "lightgbm_context": [booster.model for booster in self.context_boosters],
         }
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w", encoding="utf-8") as file:
             json.dump(document, file)
 
     def predict(self, features: PageFeatures) -> list[float]:
-        """Main probability of every block of a page: the context booster's, over the first
-        booster's (the first's alone in a model without a context booster)."""
-        first = self.booster.predict(features.matrix, N_FEATURES)
-        if self.context_booster is None or not first:
-            return first
-        context = context_features(first, features)
-        width = len(CONTEXT_NAMES)
-        both = array("f")
-        for i in range(len(first)):
-            both.extend(features.matrix[i * N_FEATURES : (i + 1) * N_FEATURES])
-            both.extend(context[i * width : (i + 1) * width])
-        return self.context_booster.predict(both, N_FEATURES + width)
+        """Main probability of every block of a page: the last pass's (the first booster's
+        alone in a model without context boosters)."""
+        p = self.booster.predict(features.matrix, N_FEATURES)
+        contexts: list[array] = []
+        for booster in self.context_boosters:
+            if not p:
+                break
+            contexts.append(context_features(p, features))
+            p = booster.predict(stacked_rows(features.matrix, contexts), pass_width(len(contexts)))
+        return p
 
     def main_blocks(self, probabilities: Sequence[float]) -> list[bool]:
         """Which blocks are main: p >= the threshold, or within ``margin`` of the page's
@@ -194,6 +193,41 @@ class LearnedModel:
         if not self.calibration:
             return raw
         return interpolate(raw, self.calibration["x"], self.calibration["y"])
+
+
+def _as_list(context: str | list[str]) -> list[str]:
+    """A model file's context boosters: a list, or one string (files from before the chain
+    of passes had one context pass)."""
+    return [context] if isinstance(context, str) else context
+
+
+def pass_width(contexts: int) -> int:
+    """Columns a pass reads after ``contexts`` earlier passes: the block features and each
+    earlier pass's context columns."""
+    return N_FEATURES + contexts * len(CONTEXT_NAMES)
+
+
+def context_names(contexts: int) -> list[str]:
+    """The column names a pass after ``contexts`` earlier passes reads: the block features,
+    ``CONTEXT_NAMES`` for the first pass's columns, ``NAME_passK`` for pass K's."""
+    names = list(FEATURE_NAMES)
+    for k in range(1, contexts + 1):
+        names += CONTEXT_NAMES if k == 1 else [f"{name}_pass{k}" for name in CONTEXT_NAMES]
+    return names
+
+
+def stacked_rows(matrix: array, contexts: Sequence[array]) -> array:
+    """Row-major float32 rows of each block's features (``matrix``) followed by its row of
+    each of ``contexts`` (``features.context_features``), in order."""
+    if not contexts:
+        return matrix
+    width = len(CONTEXT_NAMES)
+    rows = array("f")
+    for i in range(len(matrix) // N_FEATURES):
+        rows.extend(matrix[i * N_FEATURES : (i + 1) * N_FEATURES])
+        for context in contexts:
+            rows.extend(context[i * width : (i + 1) * width])
+    return rows
 
 
 def interpolate(x: float, xs: Sequence[float], ys: Sequence[float]) -> float:

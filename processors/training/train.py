@@ -59,7 +59,6 @@ from dripstream.processors.ingest.sources import raw_page_from_row
 from dripstream.processors.label.booster import Booster
 from dripstream.processors.label.features import (
     CATEGORICAL,
-    CONTEXT_NAMES,
     FEATURE_NAMES,
     N_FEATURES,
     PageFeatures,
@@ -70,7 +69,10 @@ from dripstream.processors.label.learned import (
     LearnedLabeller,
     LearnedModel,
     SecondOpinion,
+    context_names,
+    pass_width,
     raw_confidence,
+    stacked_rows,
 )
 from dripstream.processors.pipeline import PipelineSettings, extract_pages
 from dripstream.processors.training.distant import load_distant_rows
@@ -115,8 +117,9 @@ PARAMS: dict[str, Any] = {
 # the mean page weighed when blocks were weighted by their text alone).
 PAGE_WEIGHT = 500.0
 NUM_TREES = 50  # the first pass
-CONTEXT_TREES = 80  # the context pass
-CONTEXT_FOLDS = 3  # folds by site for the first-pass probabilities the context pass learns on
+CONTEXT_PASSES = 2  # context passes after the first (docs/labellers-design.md)
+CONTEXT_TREES = 80  # each context pass
+CONTEXT_FOLDS = 3  # folds by site for the earlier passes' probabilities a context pass learns on
 THRESHOLD = 0.5
 # On a page whose most likely block is main but below THRESHOLD + MARGIN, the blocks within
 # MARGIN of it are main too (``LearnedModel.main_blocks``), chosen on the grouped CV's
@@ -235,26 +238,23 @@ def fit(
     pages: Sequence[PageData],
     seed: int = 0,
     num_trees: int = NUM_TREES,
-    context: dict[int, np.ndarray] | None = None,
+    contexts: dict[int, list[array]] | None = None,
 ) -> Booster:
-    """A LightGBM booster trained on the blocks of ``pages``; with ``context`` (the context
-    pass's columns by ``id(page)``), the context booster, on the block features plus them."""
+    """A LightGBM booster trained on the blocks of ``pages``; with ``contexts`` (by
+    ``id(page)``, the context columns of each earlier pass, ``features.context_features``),
+    a context booster, on the block features plus them."""
     import lightgbm
 
     pages = [page for page in pages if len(page.y)]
-    names = list(FEATURE_NAMES)
-    if context is None:
-        X = np.concatenate([page.X for page in pages])
-    else:
-        X = np.concatenate([np.hstack((page.X, context[id(page)])) for page in pages])
-        names += CONTEXT_NAMES
+    passes = len(contexts[id(pages[0])]) if contexts and pages else 0
+    X = np.concatenate([matrix_array(_rows(page, contexts), pass_width(passes)) for page in pages])
     y = np.concatenate([page.y for page in pages])
     weight = np.concatenate([page.weight for page in pages])
     dataset = lightgbm.Dataset(
         X,
         label=y,
         weight=weight,
-        feature_name=names,
+        feature_name=context_names(passes),
         categorical_feature=list(CATEGORICAL),
         free_raw_data=True,
     )
@@ -262,31 +262,42 @@ def fit(
     return Booster(lightgbm.train(params, dataset, num_boost_round=num_trees).model_to_string())
 
 
+def _rows(page: PageData, contexts: dict[int, list[array]] | None) -> array:
+    return stacked_rows(page.page_features.matrix, contexts[id(page)] if contexts else ())
+
+
 def fit_model(
     pages: Sequence[PageData],
     seed: int = 0,
     num_trees: int = NUM_TREES,
     context_trees: int = CONTEXT_TREES,
+    context_passes: int = CONTEXT_PASSES,
 ) -> LearnedModel:
-    """Both passes of the labeller, trained on ``pages``: the first booster on all of them;
-    the context booster on the first pass's probabilities of pages the first pass did not
-    see (``CONTEXT_FOLDS`` boosters, each trained on the other folds' sites), which is how
-    it meets the first pass's output at run time."""
+    """Every pass of the labeller, trained on ``pages``: the first booster on the block
+    features, then ``context_passes`` context boosters, each on the block features plus the
+    earlier passes' context columns. Those columns come from boosters that did not see the
+    page (``CONTEXT_FOLDS`` per pass, each trained on the other folds' sites), which is how
+    a context booster meets the earlier passes' output at run time."""
     pages = [page for page in pages if len(page.y)]
     fold_of = group_folds([page.group for page in pages], CONTEXT_FOLDS, seed + 1)
-    context: dict[int, np.ndarray] = {}
-    for fold in range(CONTEXT_FOLDS):
-        first = fit([p for p, f in zip(pages, fold_of, strict=True) if f != fold], seed, num_trees)
-        for page, page_fold in zip(pages, fold_of, strict=True):
-            if page_fold == fold:
-                p = first.predict(page.page_features.matrix, N_FEATURES)
-                context[id(page)] = matrix_array(
-                    context_features(p, page.page_features), len(CONTEXT_NAMES)
-                )
+    contexts: dict[int, list[array]] = {id(page): [] for page in pages}
+    for level in range(context_passes):
+        trees = num_trees if level == 0 else context_trees
+        known = {key: columns[:level] for key, columns in contexts.items()}
+        for fold in range(CONTEXT_FOLDS):
+            others = [p for p, f in zip(pages, fold_of, strict=True) if f != fold]
+            booster = fit(others, seed, trees, known if level else None)
+            for page, page_fold in zip(pages, fold_of, strict=True):
+                if page_fold == fold:
+                    p = booster.predict(_rows(page, known), pass_width(level))
+                    contexts[id(page)].append(context_features(p, page.page_features))
     return LearnedModel(
         fit(pages, seed, num_trees),
         THRESHOLD,
-        context_booster=fit(pages, seed, context_trees, context),
+        context_boosters=[
+            fit(pages, seed, context_trees, {k: c[: level + 1] for k, c in contexts.items()})
+            for level in range(context_passes)
+        ],
         margin=MARGIN,
     )
 

@@ -11,6 +11,7 @@ import pytest
 
 from dripstream.processors.ingest.sources import raw_page_from_row
 from dripstream.processors.label.base import Labeller
+from dripstream.processors.label.booster import Booster
 from dripstream.processors.label.features import (
     CONTEXT_NAMES,
     FEATURE_NAMES,
@@ -26,10 +27,12 @@ from dripstream.processors.label.learned import (
     LearnedModel,
     default_model_path,
     interpolate,
+    stacked_rows,
 )
 from dripstream.processors.label.registry import build_labeller
 from dripstream.processors.pipeline import PipelineSettings, extract_pages, simplify_page
 from dripstream.processors.training.train import (
+    CONTEXT_PASSES,
     PAGE_WEIGHT,
     fit_model,
     group_folds,
@@ -74,7 +77,7 @@ def test_the_model_file_ships_in_the_package_and_is_small() -> None:
     assert path.stat().st_size <= 10 * 2**20
     document = json.loads(path.read_text())
     assert document["feature_names"] == list(FEATURE_NAMES)
-    assert document["lightgbm"] and document["lightgbm_context"]  # both passes
+    assert document["lightgbm"] and len(document["lightgbm_context"]) == CONTEXT_PASSES
     assert 0 < document["threshold"] < 1
     assert document["calibration"]["x"] == sorted(document["calibration"]["x"])
 
@@ -272,23 +275,48 @@ def test_block_features_place_each_block_under_its_containers(page: SimplifiedPa
     assert all(g <= max(features.parent) for g in features.grandparent)
 
 
-def test_training_both_passes_is_reproducible(data_dir: Path) -> None:
+def test_training_every_pass_is_reproducible(data_dir: Path) -> None:
     pages = prepare_pages(load_rows(data_dir / "articles_dev.jsonl")[:24], "articles_dev")
     first, again = fit_model(pages, seed=3, num_trees=5), fit_model(pages, seed=3, num_trees=5)
     assert first.booster.model == again.booster.model
-    assert first.context_booster is not None and again.context_booster is not None
-    assert first.context_booster.model == again.context_booster.model
-    names = next(
-        line
-        for line in first.context_booster.model.splitlines()
-        if line.startswith("feature_names=")
-    )
-    assert names.split("=", 1)[1].split() == [*FEATURE_NAMES, *CONTEXT_NAMES]
+    assert len(first.context_boosters) == CONTEXT_PASSES
+    assert [b.model for b in first.context_boosters] == [b.model for b in again.context_boosters]
     probabilities = np.array(first.predict(pages[0].page_features))
     assert (
         probabilities.shape == (len(pages[0].y),)
         and ((probabilities >= 0) & (probabilities <= 1)).all()
     )
+
+
+def test_each_context_pass_reads_the_context_of_every_pass_before_it(data_dir: Path) -> None:
+    pages = prepare_pages(load_rows(data_dir / "articles_dev.jsonl")[:24], "articles_dev")
+    model = fit_model(pages, seed=3, num_trees=5, context_trees=5, context_passes=2)
+
+    def names(booster: Booster) -> list[str]:
+        line = next(x for x in booster.model.splitlines() if x.startswith("feature_names="))
+        return line.split("=", 1)[1].split()
+
+    second, third = model.context_boosters
+    assert names(model.booster) == list(FEATURE_NAMES)
+    assert names(second) == [*FEATURE_NAMES, *CONTEXT_NAMES]
+    assert names(third) == [*FEATURE_NAMES, *CONTEXT_NAMES, *(f"{n}_pass2" for n in CONTEXT_NAMES)]
+    # The chain's answer is the third pass's, on the columns the two passes before it give.
+    features = pages[0].page_features
+    p1 = model.booster.predict(features.matrix, N_FEATURES)
+    c1 = context_features(p1, features)
+    p2 = second.predict(stacked_rows(features.matrix, [c1]), N_FEATURES + len(CONTEXT_NAMES))
+    c2 = context_features(p2, features)
+    p3 = third.predict(stacked_rows(features.matrix, [c1, c2]), N_FEATURES + 2 * len(CONTEXT_NAMES))
+    assert model.predict(features) == p3 != p2
+
+
+def test_a_model_file_with_one_context_pass_still_loads(tmp_path: Path) -> None:
+    model = LearnedModel.load()
+    document = json.loads(default_model_path().read_text())
+    document["lightgbm_context"] = document["lightgbm_context"][0]  # one pass, as a string
+    (tmp_path / "one.json").write_text(json.dumps(document))
+    one = LearnedModel.load(tmp_path / "one.json")
+    assert [b.model for b in one.context_boosters] == [model.context_boosters[0].model]
 
 
 def test_every_page_weighs_the_same_in_training_and_text_decides_within_a_page(

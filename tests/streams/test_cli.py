@@ -177,7 +177,7 @@ def test_eval_with_an_unknown_profile_is_one_error_line(tmp_path: Path, capsys) 
 
 
 @pytest.mark.slow
-def test_train_writes_a_model_with_both_passes_and_a_checked_rule(
+def test_train_writes_a_model_with_every_pass_and_a_checked_rule(
     tmp_path: Path, data_dir: Path, capsys
 ) -> None:
     """``dripstream train`` on a small copy of the dev files: the grouped CV (with
@@ -185,7 +185,7 @@ def test_train_writes_a_model_with_both_passes_and_a_checked_rule(
     on), then the model file, which the learned labeller loads; it carries the rule only
     where the check on held-out sites says it pays."""
     from dripstream.processors.label.learned import LearnedLabeller, LearnedModel
-    from dripstream.processors.training.train import TRAIN_FILES, load_rows
+    from dripstream.processors.training.train import CONTEXT_PASSES, TRAIN_FILES, load_rows
 
     data = tmp_path / "data"
     data.mkdir()
@@ -199,7 +199,7 @@ def test_train_writes_a_model_with_both_passes_and_a_checked_rule(
     report = json.loads(capsys.readouterr().out)
     assert report["pages"] == {"wcxb_dev": 12, "articles_dev": 12, "publishers_dev": 12}
     loaded = LearnedModel.load(model)
-    assert loaded.context_booster is not None and loaded.calibration is not None
+    assert len(loaded.context_boosters) == CONTEXT_PASSES and loaded.calibration is not None
     check = loaded.meta["second_opinion_check"]
     assert (loaded.second_opinion is not None) == check["ships"]
     [outcome] = LearnedLabeller(loaded).label([_simplified(ARTICLE)])
