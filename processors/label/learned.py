@@ -8,10 +8,10 @@ pass before it, what that pass thought of the block's surroundings
 (``features.context_features``: neighbours, windows, the block's containers, the page).
 A block is main where the last booster's p >= the model's threshold, or, on a page whose
 most likely block is main but below threshold + ``margin``, where p >= that block's p less
-the margin. A page with no block at the
-threshold keeps none (the fallback extracts it). Each context booster is trained on
-the earlier passes' probabilities of pages those passes did not see
-(``dripstream.processors.training.train.fit_model``), as it meets them at run time.
+the margin. A page with no block at the threshold keeps none (the fallback extracts it).
+Each context booster is trained on the earlier passes' probabilities of pages those passes
+did not see (``dripstream.processors.training.train.fit_model``), as it meets them at run
+time.
 The model file is LightGBM's text format, loaded without pickle; same data and seed give
 the same file. Why this model and these rules: docs/labellers-design.md.
 
