@@ -242,7 +242,7 @@ def fit(
 ) -> Booster:
     """A LightGBM booster trained on the blocks of ``pages``; with ``contexts`` (by
     ``id(page)``, the context columns of each earlier pass, ``features.context_features``),
-    a context booster, on the block features plus them."""
+    a context booster, on the block features plus them (none or no pass: the first booster)."""
     import lightgbm
 
     pages = [page for page in pages if len(page.y)]
@@ -281,25 +281,24 @@ def fit_model(
     pages = [page for page in pages if len(page.y)]
     fold_of = group_folds([page.group for page in pages], CONTEXT_FOLDS, seed + 1)
     contexts: dict[int, list[array]] = {id(page): [] for page in pages}
+
+    def known(level: int) -> dict[int, list[array]]:  # what pass ``level`` reads
+        return {key: columns[:level] for key, columns in contexts.items()}
+
     for level in range(context_passes):
-        trees = num_trees if level == 0 else context_trees
-        known = {key: columns[:level] for key, columns in contexts.items()}
+        trees, columns = (num_trees if level == 0 else context_trees), known(level)
         for fold in range(CONTEXT_FOLDS):
             others = [p for p, f in zip(pages, fold_of, strict=True) if f != fold]
-            booster = fit(others, seed, trees, known if level else None)
+            booster = fit(others, seed, trees, columns)
             for page, page_fold in zip(pages, fold_of, strict=True):
                 if page_fold == fold:
-                    p = booster.predict(_rows(page, known), pass_width(level))
+                    p = booster.predict(_rows(page, columns), pass_width(level))
                     contexts[id(page)].append(context_features(p, page.page_features))
-    return LearnedModel(
-        fit(pages, seed, num_trees),
-        THRESHOLD,
-        context_boosters=[
-            fit(pages, seed, context_trees, {k: c[: level + 1] for k, c in contexts.items()})
-            for level in range(context_passes)
-        ],
-        margin=MARGIN,
-    )
+    boosters = [
+        fit(pages, seed, num_trees if level == 0 else context_trees, known(level))
+        for level in range(context_passes + 1)
+    ]
+    return LearnedModel(boosters[0], THRESHOLD, context_boosters=boosters[1:], margin=MARGIN)
 
 
 # -- isotonic calibration -------------------------------------------------------------
