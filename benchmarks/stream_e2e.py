@@ -1,8 +1,9 @@
 """End-to-end stream throughput and latency on the local broker, next to offline extract.
 
 One run: the same pages (articles_dev, repeated with distinct URLs) go (1) through
-``extract_pages`` in this process (offline, ``--labeller``) and (2) through the Kafka
-pipeline with one worker process running every stage. Reported: pages/s of both, the
+``extract_pages`` in this process (offline, ``--labeller``; once before the stream and
+once after it, the mean of both) and (2) through the Kafka pipeline with one worker
+process running every stage. Reported: pages/s of both, the
 ratio, p50/p99 latency from the input's produce timestamp to its output's timestamp, the
 worker's RSS sampled over the run (it should plateau, not grow with the pages), and the
 bytes each topic received per input page (key + value + headers, before compression).
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from dripstream.processors.extract.fallback import warm_up_extractor
 from dripstream.processors.extract.sandbox import Limits, Sandbox
+from dripstream.processors.label.base import Labeller
 from dripstream.processors.label.registry import DEFAULT_LABELLER, build_labeller
 from dripstream.processors.pipeline import PipelineSettings, extract_pages, warm_up_page_work
 from dripstream.streams.demo import broker, start_worker, stop_process
@@ -54,6 +56,23 @@ def cpu_seconds(pid: int) -> float:
     """CPU time of a process and its descendants, live ones and those already reaped (a
     sandbox child that retired during the run still counts)."""
     return sum(process_cpu_seconds(member, reaped=True) for member in process_tree(pid))
+
+
+def offline_run(pages: list[RawPage], labeller: Labeller) -> tuple[float, float, float]:
+    """``extract_pages`` over ``pages``: wall and CPU seconds in this process, then CPU
+    seconds with per-page work in the sandbox child, as ``dripstream extract`` runs it
+    (each after a warm-up batch: the model and the zygote are loaded)."""
+    extract_pages(pages[:16], labeller, PipelineSettings())
+    started, cpu_started = time.perf_counter(), time.process_time()
+    extract_pages(pages, labeller, PipelineSettings())
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    with Sandbox(PipelineSettings(), Limits(), warm_up_page_work, warm_up_extractor) as sandbox:
+        extract_pages(pages[:16], labeller, PipelineSettings(), sandbox)
+        cpu_started = cpu_seconds(os.getpid())
+        for start in range(0, len(pages), 32):
+            extract_pages(pages[start : start + 32], labeller, PipelineSettings(), sandbox)
+        sandboxed = cpu_seconds(os.getpid()) - cpu_started
+    return wall, cpu, sandboxed
 
 
 def message_bytes(message: TopicMessage) -> int:
@@ -95,19 +114,7 @@ def main() -> None:
     ]
 
     labeller = build_labeller(args.labeller)
-    extract_pages(pages[:16], labeller, PipelineSettings())  # warm (model load)
-    started, cpu_started = time.perf_counter(), time.process_time()
-    extract_pages(pages, labeller, PipelineSettings())
-    offline_rate = len(pages) / (time.perf_counter() - started)
-    offline_cpu = time.process_time() - cpu_started
-    # The same, with per-page work in the sandbox child, as `dripstream extract` runs it.
-    with Sandbox(PipelineSettings(), Limits(), warm_up_page_work, warm_up_extractor) as sandbox:
-        extract_pages(pages[:16], labeller, PipelineSettings(), sandbox)  # warm
-        cpu_started = cpu_seconds(os.getpid())
-        for start in range(0, len(pages), 32):
-            batch = pages[start : start + 32]
-            extract_pages(batch, labeller, PipelineSettings(), sandbox)
-        sandboxed_cpu = cpu_seconds(os.getpid()) - cpu_started
+    offline = [offline_run(pages, labeller)]  # and again after the stream: see below
 
     already_running = broker("status") == 0
     if not already_running:
@@ -147,6 +154,12 @@ def main() -> None:
         stop_process(worker)
         if not already_running:
             broker("down")
+    # The machine's speed drifts within minutes: the offline figures are the mean of one
+    # run before the stream and one after it.
+    offline.append(offline_run(pages, labeller))
+    offline_rate = len(pages) / statistics.fmean(run[0] for run in offline)
+    offline_cpu = statistics.fmean(run[1] for run in offline)
+    sandboxed_cpu = statistics.fmean(run[2] for run in offline)
 
     produced_at = {
         message.headers.get(SOURCE_HEADER, message.key): message.timestamp_ms for message in inputs
@@ -176,6 +189,9 @@ def main() -> None:
         "chain": not args.no_chain,
         "offline_pages_per_cpu_s": round(len(pages) / offline_cpu, 1),
         "offline_sandboxed_pages_per_cpu_s": round(len(pages) / sandboxed_cpu, 1),
+        "offline_sandboxed_pages_per_cpu_s_before_after": [
+            round(len(pages) / run[2], 1) for run in offline
+        ],
         "worker_cpu_s": round(cpu_used["worker"], 2),
         "worker_main_process_cpu_s": round(cpu_used["worker_main"], 2),
         "broker_cpu_s": round(cpu_used["broker"], 2),
