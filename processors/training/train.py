@@ -281,23 +281,21 @@ def fit_model(
     pages = [page for page in pages if len(page.y)]
     fold_of = group_folds([page.group for page in pages], CONTEXT_FOLDS, seed + 1)
     contexts: dict[int, list[array]] = {id(page): [] for page in pages}
+    trees = [num_trees] + [context_trees] * context_passes  # by pass
 
     def known(level: int) -> dict[int, list[array]]:  # what pass ``level`` reads
         return {key: columns[:level] for key, columns in contexts.items()}
 
     for level in range(context_passes):
-        trees, columns = (num_trees if level == 0 else context_trees), known(level)
+        columns = known(level)
         for fold in range(CONTEXT_FOLDS):
             others = [p for p, f in zip(pages, fold_of, strict=True) if f != fold]
-            booster = fit(others, seed, trees, columns)
+            booster = fit(others, seed, trees[level], columns)
             for page, page_fold in zip(pages, fold_of, strict=True):
                 if page_fold == fold:
                     p = booster.predict(_rows(page, columns), pass_width(level))
                     contexts[id(page)].append(context_features(p, page.page_features))
-    boosters = [
-        fit(pages, seed, num_trees if level == 0 else context_trees, known(level))
-        for level in range(context_passes + 1)
-    ]
+    boosters = [fit(pages, seed, trees[level], known(level)) for level in range(len(trees))]
     return LearnedModel(boosters[0], THRESHOLD, context_boosters=boosters[1:], margin=MARGIN)
 
 
